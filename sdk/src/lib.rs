@@ -1,0 +1,22 @@
+//! The tinybox driver SDK: everything a driver author needs and nothing core
+//! keeps to itself.
+//!
+//! - [`model`]: the shared vocabulary (names, capabilities, resources, sources).
+//! - [`protocol`]: the wire messages of the driver protocol, serde only.
+//! - [`peer`]: one end of a JSON-RPC connection, used by core and drivers alike.
+//! - [`serve`]: the [`HostDriver`](serve::HostDriver) and
+//!   [`SandboxDriver`](serve::SandboxDriver) traits and the loop that serves them.
+//! - [`stdio`]: the descriptor-passing data path for a command's streams.
+//! - [`process`]: spawning and cancelling local processes for a driver.
+//!
+//! It deliberately holds no policy: whether an operation is allowed is core's
+//! decision alone, made from the capabilities a driver declares here.
+
+pub mod model;
+pub mod peer;
+pub mod process;
+pub mod protocol;
+pub mod serve;
+pub mod stdio;
+
+pub use serve::{DriverInfo, HostDriver, HostHandle, SandboxDriver, run_host_main, run_sandbox_main};

@@ -1,0 +1,185 @@
+//! What a sandbox declares it can do. Core reads this declaration and refuses
+//! anything outside it before a driver is ever called.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::resources::Limit;
+use super::source::SourceKind;
+
+/// How strongly a sandbox separates the workload from the host.
+///
+/// Ordered, so a caller states a floor (`level >= IsolationLevel::Kernel`)
+/// rather than enumerating acceptable backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IsolationLevel {
+    /// Nothing is confined: the code runs as the caller would.
+    None,
+    /// A separate principal (another user, rlimits) on the same kernel view.
+    Process,
+    /// Kernel namespaces: host processes are invisible and unsignalable.
+    Kernel,
+    /// A separate kernel behind a hypervisor.
+    Hardware,
+}
+
+impl IsolationLevel {
+    /// The floor for untrusted code: the workload must at minimum be unable to
+    /// see or signal host processes. This is the one place that decision lives.
+    pub const UNTRUSTED_FLOOR: IsolationLevel = IsolationLevel::Kernel;
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IsolationLevel::None => "none",
+            IsolationLevel::Process => "process",
+            IsolationLevel::Kernel => "kernel",
+            IsolationLevel::Hardware => "hardware",
+        }
+    }
+}
+
+impl fmt::Display for IsolationLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What state a snapshot captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotSupport {
+    None,
+    Filesystem,
+    FilesystemAndMemory,
+}
+
+/// The optional operations a sandbox may declare.
+///
+/// Unknown names decode to [`Feature::Unknown`] so an older core still reads a
+/// newer driver's declaration; core never grants an unknown feature anything.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feature {
+    Fork,
+    PauseResume,
+    PortForward,
+    ResourceLimits,
+    #[serde(untagged)]
+    Unknown(String),
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Feature::Fork => f.write_str("fork"),
+            Feature::PauseResume => f.write_str("pause_resume"),
+            Feature::PortForward => f.write_str("port_forward"),
+            Feature::ResourceLimits => f.write_str("resource_limits"),
+            Feature::Unknown(name) => f.write_str(name),
+        }
+    }
+}
+
+/// A sandbox's whole declaration, sent in its handshake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxCapabilities {
+    pub isolation: IsolationLevel,
+    pub snapshot: SnapshotSupport,
+    #[serde(default)]
+    pub features: BTreeSet<Feature>,
+    /// Which resource limits the sandbox really applies. Non-empty exactly
+    /// when `features` holds [`Feature::ResourceLimits`].
+    #[serde(default)]
+    pub limits: BTreeSet<Limit>,
+    /// Whether the sandbox can enforce `NetworkPolicy::Denied`.
+    #[serde(default)]
+    pub network_deny: bool,
+    /// Which workspace sources the sandbox accepts; creating a box with no
+    /// source is always allowed to be refused by the driver itself.
+    #[serde(default)]
+    pub sources: BTreeSet<SourceKind>,
+}
+
+impl SandboxCapabilities {
+    /// A declaration of nothing: no isolation, no snapshots, no features.
+    pub fn nothing() -> Self {
+        SandboxCapabilities {
+            isolation: IsolationLevel::None,
+            snapshot: SnapshotSupport::None,
+            features: BTreeSet::new(),
+            limits: BTreeSet::new(),
+            network_deny: false,
+            sources: BTreeSet::new(),
+        }
+    }
+
+    pub fn has(&self, feature: &Feature) -> bool {
+        self.features.contains(feature)
+    }
+
+    /// Whether code nobody trusts may run here. Kernel is the floor.
+    pub fn is_suitable_for_untrusted_code(&self) -> bool {
+        self.isolation >= IsolationLevel::UNTRUSTED_FLOOR
+    }
+
+    /// Checks the declaration is self-consistent; a driver whose declaration
+    /// contradicts itself is refused at the handshake.
+    pub fn check_consistent(&self) -> Result<(), String> {
+        let declares_limits = self.has(&Feature::ResourceLimits);
+        if declares_limits && self.limits.is_empty() {
+            return Err("declares resource_limits but lists no enforced limit".into());
+        }
+        if !declares_limits && !self.limits.is_empty() {
+            return Err("lists enforced limits but does not declare resource_limits".into());
+        }
+        if self.has(&Feature::Fork) && self.snapshot == SnapshotSupport::None {
+            return Err("declares fork but no snapshot support to fork from".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isolation_is_ordered_and_kernel_is_the_untrusted_floor() {
+        assert!(IsolationLevel::None < IsolationLevel::Process);
+        assert!(IsolationLevel::Process < IsolationLevel::Kernel);
+        assert!(IsolationLevel::Kernel < IsolationLevel::Hardware);
+        let mut caps = SandboxCapabilities::nothing();
+        for (level, ok) in [
+            (IsolationLevel::None, false),
+            (IsolationLevel::Process, false),
+            (IsolationLevel::Kernel, true),
+            (IsolationLevel::Hardware, true),
+        ] {
+            caps.isolation = level;
+            assert_eq!(caps.is_suitable_for_untrusted_code(), ok, "{level}");
+        }
+    }
+
+    #[test]
+    fn unknown_features_decode_instead_of_failing() {
+        let f: BTreeSet<Feature> = serde_json::from_str(r#"["fork","teleport"]"#).unwrap();
+        assert!(f.contains(&Feature::Fork));
+        assert!(f.contains(&Feature::Unknown("teleport".into())));
+    }
+
+    #[test]
+    fn inconsistent_declarations_are_named() {
+        let mut caps = SandboxCapabilities::nothing();
+        caps.features.insert(Feature::ResourceLimits);
+        assert!(caps.check_consistent().unwrap_err().contains("no enforced limit"));
+        caps.features.clear();
+        caps.limits.insert(Limit::Memory);
+        assert!(caps.check_consistent().unwrap_err().contains("does not declare"));
+        caps.limits.clear();
+        caps.features.insert(Feature::Fork);
+        assert!(caps.check_consistent().unwrap_err().contains("fork"));
+    }
+}

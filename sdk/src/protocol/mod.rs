@@ -1,0 +1,222 @@
+//! The driver protocol's messages: method names, parameters, results and
+//! error codes. Serde only, no I/O. docs/specs/driver-protocol.md is the
+//! normative description; this module is its Rust spelling.
+
+pub mod errors;
+pub mod version;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    BoxId, ExecRequest, ExitStatus, NetworkPolicy, PortMapping, Resources, SandboxCapabilities, SnapshotId,
+    WorkspaceSource,
+};
+
+pub use errors::{DriverError, ErrorCode};
+pub use version::{PROTOCOL_VERSION, protocol_version};
+
+/// Method names. Core calls the first group; a sandbox driver calls
+/// `host.run` back into core to reach its host.
+pub mod method {
+    pub const HANDSHAKE: &str = "handshake";
+    pub const HOST_RUN: &str = "host.run";
+    pub const CANCEL: &str = "cancel";
+    pub const SANDBOX_CREATE: &str = "sandbox.create";
+    pub const SANDBOX_EXEC: &str = "sandbox.exec";
+    pub const SANDBOX_DESTROY: &str = "sandbox.destroy";
+    pub const SANDBOX_INSPECT: &str = "sandbox.inspect";
+    pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";
+}
+
+/// Whether a driver is a host (reach) or a sandbox (confinement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Host,
+    Sandbox,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Host => "host",
+            Role::Sandbox => "sandbox",
+        })
+    }
+}
+
+/// Core's first message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandshakeParams {
+    /// The protocol version core speaks (semver; caret-compatible peers match).
+    pub protocol: semver::Version,
+    /// Core's own version, for logs.
+    pub core_version: String,
+    /// Optional protocol features core understands.
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// Whether a driver can do its work on this machine, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    /// What the operator should know: what is missing, what was detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Health {
+    pub fn ok() -> Self {
+        Health { ok: true, detail: None }
+    }
+    pub fn ok_with(detail: impl Into<String>) -> Self {
+        Health { ok: true, detail: Some(detail.into()) }
+    }
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Health { ok: false, detail: Some(detail.into()) }
+    }
+}
+
+/// The driver's answer to the handshake.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HandshakeResult {
+    pub name: String,
+    pub version: String,
+    pub protocol: semver::Version,
+    pub role: Role,
+    pub health: Health,
+    /// A sandbox's full declaration; absent for a host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<SandboxCapabilities>,
+    #[serde(default)]
+    pub features: Vec<String>,
+}
+
+/// Where a command's stdin, stdout and stderr come from: a local socket the
+/// caller listens on. Connecting to it yields the three descriptors
+/// (SCM_RIGHTS, in that order), so bulk bytes never pass through JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StdioRef {
+    pub socket: PathBuf,
+}
+
+/// `host.run`: run an argument vector on the host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunParams {
+    /// Names this run for `cancel`.
+    pub exec_id: String,
+    pub argv: Vec<String>,
+    /// Variables added to the host's environment (or, with `clear_env`, the whole of it).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub clear_env: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    pub stdio: StdioRef,
+}
+
+/// The result of `host.run` and `sandbox.exec`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct RunResult {
+    pub status: ExitStatus,
+}
+
+/// `cancel`: stop the run named `exec_id` (no error if it already ended).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CancelParams {
+    pub exec_id: String,
+}
+
+/// `sandbox.create`. Core has already checked every field against the
+/// declaration: `resources` holds only limits the sandbox enforces, and
+/// `network` is present only when the sandbox confines the network.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateParams {
+    pub box_id: BoxId,
+    /// Separates boxes of different stores that share a daemon.
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WorkspaceSource>,
+    #[serde(default)]
+    pub resources: Resources,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkPolicy>,
+    #[serde(default)]
+    pub ports: Vec<PortMapping>,
+    /// Environment every command in the box starts with.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The driver's record of a box; core stores `handle` and hands it back on
+/// every later call, so a driver process can be stateless.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateResult {
+    #[serde(default)]
+    pub handle: serde_json::Value,
+    /// The working directory commands start in, when the box has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+}
+
+/// Names an existing box to its driver.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BoxRef {
+    pub box_id: BoxId,
+    #[serde(default)]
+    pub handle: serde_json::Value,
+}
+
+/// `sandbox.exec`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecParams {
+    #[serde(flatten)]
+    pub target: BoxRef,
+    pub exec_id: String,
+    pub request: ExecRequest,
+    /// The box's own environment, beneath the request's.
+    #[serde(default)]
+    pub box_env: BTreeMap<String, String>,
+    pub stdio: StdioRef,
+}
+
+/// A box's state as its sandbox sees it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoxState {
+    /// Exists and accepts commands.
+    Ready,
+    /// Exists but is stopped; commands fail.
+    Stopped,
+    /// The sandbox has no such box (removed behind tinybox's back, or never made).
+    Gone,
+}
+
+impl std::fmt::Display for BoxState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BoxState::Ready => "ready",
+            BoxState::Stopped => "stopped",
+            BoxState::Gone => "gone",
+        })
+    }
+}
+
+/// The result of `sandbox.inspect`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InspectResult {
+    pub state: BoxState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The result of `sandbox.snapshot`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotResult {
+    pub id: SnapshotId,
+}

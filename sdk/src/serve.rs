@@ -1,0 +1,267 @@
+//! The driver side: implement [`HostDriver`] or [`SandboxDriver`] and call
+//! [`serve_host`] / [`serve_sandbox`] (or [`run_host_main`] /
+//! [`run_sandbox_main`] from `main`). The loop speaks the protocol on
+//! stdin/stdout, refuses every call before the handshake, refuses an
+//! incompatible core, and tells the driver when core has gone away.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use jsonrpsee::RpcModule;
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId};
+use crate::peer::{CallError, Peer, PeerOptions};
+use crate::protocol::{
+    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
+    HandshakeResult, Health, InspectResult, Role, RunParams, RunResult, SnapshotResult, method, version,
+};
+
+/// Who a driver is, as its handshake says.
+#[derive(Debug, Clone)]
+pub struct DriverInfo {
+    pub name: String,
+    pub version: String,
+    pub health: Health,
+}
+
+/// A host backend: where commands run.
+#[async_trait]
+pub trait HostDriver: Send + Sync + 'static {
+    fn info(&self) -> DriverInfo;
+    /// Runs `params.argv` to completion with the descriptors `params.stdio` names.
+    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError>;
+    /// Stops the run named `exec_id`, if it is still going.
+    async fn cancel(&self, exec_id: &str) -> Result<(), DriverError>;
+    /// Core has gone away: stop whatever is still running.
+    async fn shutdown(&self) {}
+}
+
+/// A sandbox backend: what confines commands. It reaches its host only
+/// through the [`HostHandle`], so it composes with any host.
+#[async_trait]
+pub trait SandboxDriver: Send + Sync + 'static {
+    fn info(&self) -> DriverInfo;
+    /// The declaration core enforces. Declare only what you really deliver.
+    fn capabilities(&self) -> SandboxCapabilities;
+    async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError>;
+    async fn exec(&self, host: &HostHandle, params: ExecParams) -> Result<ExitStatus, DriverError>;
+    async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError>;
+    async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError>;
+    async fn snapshot(&self, _host: &HostHandle, _target: BoxRef) -> Result<SnapshotId, DriverError> {
+        Err(DriverError::unsupported("this sandbox takes no snapshots"))
+    }
+    /// Stops an exec. Runs forwarded to the host through `host.run` with the
+    /// same `exec_id` are cancelled by core itself.
+    async fn cancel(&self, _host: &HostHandle, _exec_id: &str) -> Result<(), DriverError> {
+        Ok(())
+    }
+    async fn shutdown(&self) {}
+}
+
+/// A sandbox driver's way back to its host: `host.run` calls into core,
+/// which forwards them to whatever host the box's placement names.
+#[derive(Clone)]
+pub struct HostHandle {
+    peer: Arc<OnceLock<Peer>>,
+}
+
+impl HostHandle {
+    pub async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+        let peer = self.peer.get().ok_or_else(|| DriverError::failed("no connection to core yet"))?;
+        let result: RunResult = peer.call(method::HOST_RUN, params).await.map_err(|e| match e {
+            CallError::Remote(err) => err,
+            other => DriverError::failed(format!("host.run: {other}")),
+        })?;
+        Ok(result.status)
+    }
+}
+
+struct State<D: ?Sized> {
+    driver: Arc<D>,
+    role: Role,
+    handshaken: AtomicBool,
+    host: HostHandle,
+}
+
+fn refuse_before_handshake<D: ?Sized>(state: &State<D>) -> Result<(), ErrorObjectOwned> {
+    if state.handshaken.load(Ordering::SeqCst) {
+        Ok(())
+    } else {
+        Err(DriverError::new(ErrorCode::Handshake, "call handshake before any other method").into())
+    }
+}
+
+fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    params.parse::<T>()
+}
+
+fn handshake<D: ?Sized>(
+    state: &State<D>,
+    params: &Params<'_>,
+    info: DriverInfo,
+    capabilities: Option<SandboxCapabilities>,
+) -> Result<HandshakeResult, ErrorObjectOwned> {
+    let p: HandshakeParams = parse(params)?;
+    let ours = version::protocol_version();
+    if !version::compatible(&ours, &p.protocol) {
+        return Err(DriverError::new(
+            ErrorCode::Handshake,
+            format!("core speaks protocol {}, this driver speaks {ours}; they are not compatible", p.protocol),
+        )
+        .into());
+    }
+    state.handshaken.store(true, Ordering::SeqCst);
+    Ok(HandshakeResult {
+        name: info.name,
+        version: info.version,
+        protocol: ours,
+        role: state.role,
+        health: info.health,
+        capabilities,
+        features: Vec::new(),
+    })
+}
+
+fn ok<T: Serialize>(v: Result<T, DriverError>) -> Result<T, ErrorObjectOwned> {
+    v.map_err(Into::into)
+}
+
+/// Serves a host driver on stdin/stdout until core closes the connection.
+pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
+    let driver = Arc::new(driver);
+    let host = HostHandle { peer: Arc::new(OnceLock::new()) };
+    let state = State { driver: driver.clone(), role: Role::Host, handshaken: AtomicBool::new(false), host };
+    let mut module = RpcModule::new(state);
+    module
+        .register_method(method::HANDSHAKE, |params, s, _| handshake(&s, &params, s.driver.info(), None))
+        .expect("unique method");
+    module
+        .register_async_method(method::HOST_RUN, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: RunParams = parse(&params)?;
+            ok(s.driver.run(p).await.map(|status| RunResult { status }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::CANCEL, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: CancelParams = parse(&params)?;
+            ok(s.driver.cancel(&p.exec_id).await)
+        })
+        .expect("unique method");
+    run_loop(module, |_| {}).await;
+    driver.shutdown().await;
+    Ok(())
+}
+
+/// Serves a sandbox driver on stdin/stdout until core closes the connection.
+pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
+    let driver = Arc::new(driver);
+    let host = HostHandle { peer: Arc::new(OnceLock::new()) };
+    let state = State { driver: driver.clone(), role: Role::Sandbox, handshaken: AtomicBool::new(false), host };
+    let host_slot = state.host.peer.clone();
+    let mut module = RpcModule::new(state);
+    module
+        .register_method(method::HANDSHAKE, |params, s, _| {
+            handshake(&s, &params, s.driver.info(), Some(s.driver.capabilities()))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_CREATE, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: CreateParams = parse(&params)?;
+            ok(s.driver.create(&s.host, p).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_EXEC, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: ExecParams = parse(&params)?;
+            ok(s.driver.exec(&s.host, p).await.map(|status| RunResult { status }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_DESTROY, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: BoxRef = parse(&params)?;
+            ok(s.driver.destroy(&s.host, p).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_INSPECT, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: BoxRef = parse(&params)?;
+            ok(s.driver.inspect(&s.host, p).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_SNAPSHOT, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: BoxRef = parse(&params)?;
+            ok(s.driver.snapshot(&s.host, p).await.map(|id| SnapshotResult { id }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::CANCEL, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: CancelParams = parse(&params)?;
+            ok(s.driver.cancel(&s.host, &p.exec_id).await)
+        })
+        .expect("unique method");
+    run_loop(module, move |peer| {
+        let _ = host_slot.set(peer);
+    })
+    .await;
+    driver.shutdown().await;
+    Ok(())
+}
+
+async fn run_loop<C: Send + Sync + 'static>(module: RpcModule<C>, on_peer: impl FnOnce(Peer)) {
+    // Ctrl-C at a terminal signals the whole foreground group, this driver
+    // included; core decides what a cancellation means, so ignore it here.
+    if let Ok(mut sigint) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+        tokio::spawn(async move { while sigint.recv().await.is_some() {} });
+    }
+    let peer = Peer::start(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        module,
+        PeerOptions { expect_response_first: false },
+    );
+    on_peer(peer.clone());
+    peer.closed().await;
+}
+
+fn main_with<F>(serve: F) -> !
+where
+    F: std::future::Future<Output = std::io::Result<()>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = match runtime.block_on(serve) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("driver failed: {e}");
+            1
+        }
+    };
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    std::process::exit(code)
+}
+
+/// `main` for a host driver binary.
+pub fn run_host_main<D: HostDriver>(driver: D) -> ! {
+    main_with(serve_host(driver))
+}
+
+/// `main` for a sandbox driver binary.
+pub fn run_sandbox_main<D: SandboxDriver>(driver: D) -> ! {
+    main_with(serve_sandbox(driver))
+}
