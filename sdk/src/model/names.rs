@@ -119,4 +119,5 @@ name_type!(
 );
 
 #[cfg(test)]
+#[path = "names_tests.rs"]
 mod tests;

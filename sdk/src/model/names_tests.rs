@@ -1,4 +1,4 @@
-use super::names::*;
+use super::*;
 use proptest::prelude::*;
 
 #[test]
