@@ -1,0 +1,87 @@
+//! What the store records about a box.
+
+use serde::{Deserialize, Serialize};
+use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkInForce, Resources, SnapshotId};
+
+use super::spec::{BoxSpec, Lifecycle, Placement};
+
+/// Where a box is in its life, as far as the store knows. A sandbox's own
+/// view of the box (running, gone) comes from the driver, not from here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The identifier is reserved and the sandbox is creating the box.
+    Creating,
+    /// The sandbox made the box.
+    #[default]
+    Created,
+}
+
+/// One sandbox instance backing a box: the workspace, or a separate runner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub placement: Placement,
+    /// The driver's own record, handed back on every call.
+    #[serde(default)]
+    pub handle: serde_json::Value,
+    /// The isolation the sandbox declared when the box was made.
+    pub isolation: IsolationLevel,
+    /// The limits actually in force (only those the sandbox enforces).
+    #[serde(default)]
+    pub limits: Resources,
+    /// The network confinement actually in force.
+    pub network: NetworkInForce,
+    /// Where commands start, when the box has a workspace directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+}
+
+/// A snapshot taken of a box.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    pub id: SnapshotId,
+    #[serde(default)]
+    pub taken_at: Option<u64>,
+}
+
+/// A box as the store records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoxInfo {
+    pub id: BoxId,
+    pub spec: BoxSpec,
+    /// Seconds since the Unix epoch. `None` for boxes recorded before tinybox
+    /// tracked time: such a box never expires (defaulting to the epoch would
+    /// make it look decades old and have the first reap destroy it).
+    #[serde(default)]
+    pub created_at: Option<u64>,
+    #[serde(default)]
+    pub phase: Phase,
+    /// The sandbox instance the workspace lives in; `None` while creating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Instance>,
+    /// A separate runner instance, when the runner placement differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<Instance>,
+    #[serde(default)]
+    pub snapshots: Vec<SnapshotRecord>,
+}
+
+impl BoxInfo {
+    /// A record reserving `id` while the sandbox creates the box.
+    pub fn creating(id: BoxId, spec: BoxSpec, created_at: Option<u64>) -> Self {
+        BoxInfo { id, spec, created_at, phase: Phase::Creating, workspace: None, runner: None, snapshots: Vec::new() }
+    }
+
+    /// When the box expires, if it ever does.
+    pub fn expires_at(&self) -> Option<u64> {
+        match (self.spec.lifecycle, self.created_at) {
+            (Lifecycle::Ephemeral { ttl_secs }, Some(created)) => Some(created.saturating_add(ttl_secs)),
+            _ => None,
+        }
+    }
+
+    /// Whether the box has outlived its ttl at `now` (seconds since the epoch).
+    pub fn is_expired(&self, now: u64) -> bool {
+        self.expires_at().is_some_and(|at| now >= at)
+    }
+}

@@ -1,0 +1,84 @@
+use super::*;
+
+fn spec() -> BoxSpec {
+    BoxSpec::new(Placement::local_passthrough())
+}
+
+#[test]
+fn new_colocates_and_with_runner_splits() {
+    let s = spec();
+    assert_eq!(s.runner, s.workspace);
+    assert!(!s.has_separate_runner());
+    let remote = Placement::new(HostName::new("builder-01").unwrap(), SandboxName::new("docker").unwrap());
+    let split = BoxSpec::new(remote.clone()).with_runner(Placement::local_passthrough());
+    assert_eq!(split.workspace, remote);
+    assert_eq!(split.runner, Placement::local_passthrough());
+    assert!(split.has_separate_runner());
+}
+
+#[test]
+fn defaults_are_the_specs() {
+    let s = spec();
+    assert_eq!(s.lifecycle, Lifecycle::Ephemeral { ttl_secs: 3600 });
+    assert_eq!(Lifecycle::persistent(Lifecycle::DEFAULT_AUTOSNAPSHOT), Lifecycle::Persistent { autosnapshot_secs: 60 });
+    assert_eq!(NetworkPolicy::default(), NetworkPolicy::Denied);
+    assert_eq!(s.namespace, "default");
+}
+
+#[test]
+fn zero_lifetimes_and_limits_are_rejected() {
+    let mut s = spec();
+    s.lifecycle = Lifecycle::Ephemeral { ttl_secs: 0 };
+    assert!(s.validate().unwrap_err().to_string().contains("ttl 0s"));
+    let mut s = spec();
+    s.lifecycle = Lifecycle::Persistent { autosnapshot_secs: 0 };
+    assert!(s.validate().unwrap_err().to_string().contains("autosnapshot"));
+    let mut s = spec();
+    s.resources.pids = Some(0);
+    assert!(s.validate().unwrap_err().to_string().contains("pids limit 0 is not positive"));
+    let mut s = spec();
+    s.namespace = "a/b".into();
+    assert!(s.validate().is_err());
+}
+
+#[test]
+fn a_box_without_creation_time_never_expires() {
+    let mut info = BoxInfo::creating(BoxId::new("box-0").unwrap(), spec(), None);
+    assert_eq!(info.expires_at(), None);
+    assert!(!info.is_expired(u64::MAX));
+    info.created_at = Some(1_000);
+    assert!(!info.is_expired(1_000 + 3599));
+    assert!(info.is_expired(1_000 + 3600));
+    info.spec.lifecycle = Lifecycle::persistent(Lifecycle::DEFAULT_AUTOSNAPSHOT);
+    assert!(!info.is_expired(u64::MAX));
+}
+
+#[test]
+fn a_record_from_an_older_build_loads() {
+    // No created_at, phase, runner, snapshots, ports, env, namespace or lifecycle.
+    let old = r#"{
+        "id": "box-3",
+        "spec": {
+            "workspace": {"host": "local", "sandbox": "passthrough"},
+            "runner": {"host": "local", "sandbox": "passthrough"}
+        },
+        "workspace": {
+            "placement": {"host": "local", "sandbox": "passthrough"},
+            "isolation": "none",
+            "network": "not_confined"
+        }
+    }"#;
+    let info: BoxInfo = serde_json::from_str(old).unwrap();
+    assert_eq!(info.created_at, None);
+    assert_eq!(info.phase, Phase::Created);
+    assert!(info.spec.ports.is_empty());
+    assert!(!info.is_expired(u64::MAX));
+}
+
+#[test]
+fn a_hand_edited_bad_name_is_refused() {
+    let bad = r#"{"id": "box/../../etc", "spec": {
+        "workspace": {"host": "local", "sandbox": "passthrough"},
+        "runner": {"host": "local", "sandbox": "passthrough"}}}"#;
+    assert!(serde_json::from_str::<BoxInfo>(bad).unwrap_err().to_string().contains("'/'"));
+}

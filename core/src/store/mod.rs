@@ -1,0 +1,91 @@
+//! The store owns the fact that a box exists. The CLI creates a box in one
+//! process and runs commands in it from another, so the record outlives both.
+//!
+//! Synchronous on purpose: every implementation is a memory map or a small
+//! local file, and async would push executor choice onto every caller.
+
+mod file;
+mod memory;
+pub mod templates;
+
+use std::path::PathBuf;
+
+use tinybox_sdk::model::BoxId;
+
+use crate::model::BoxInfo;
+
+pub use file::FileStore;
+pub use memory::MemoryStore;
+pub use templates::{Template, TemplateStore};
+
+/// How many identifier collisions `insert_new` retries before giving up.
+pub const INSERT_RETRIES: usize = 1000;
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("box {0} already exists")]
+    Exists(BoxId),
+    #[error("no box named {0}; `tinybox ls` lists the boxes")]
+    NotFound(BoxId),
+    #[error("store {path} is corrupt ({detail}); it was left untouched: repair or move it aside")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("store {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not allocate a box identifier after {0} attempts")]
+    Exhausted(usize),
+}
+
+/// Where boxes are recorded.
+pub trait Store: Send + Sync {
+    /// Every box, ordered by identifier (box-2 before box-10).
+    fn list(&self) -> Result<Vec<BoxInfo>, StoreError>;
+    fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError>;
+    /// The lowest free `box-N`.
+    fn next_free_id(&self) -> Result<BoxId, StoreError>;
+    /// Records a new box; `Exists` if the identifier is taken.
+    fn insert(&self, info: BoxInfo) -> Result<(), StoreError>;
+    /// Changes a box in place under the store's lock; `NotFound` if absent.
+    fn update(&self, id: &BoxId, change: &mut dyn FnMut(&mut BoxInfo)) -> Result<BoxInfo, StoreError>;
+    /// Removes a box, returning it if it was there.
+    fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError>;
+}
+
+/// Allocates the lowest free identifier and records `make(id)` under it.
+/// Allocation and insertion are two operations, so another writer can take
+/// the identifier in between: a collision becomes a retry with the next
+/// free name rather than a failure.
+pub fn insert_new(store: &dyn Store, make: &mut dyn FnMut(BoxId) -> BoxInfo) -> Result<BoxId, StoreError> {
+    for _ in 0..INSERT_RETRIES {
+        let id = store.next_free_id()?;
+        match store.insert(make(id.clone())) {
+            Ok(()) => return Ok(id),
+            Err(StoreError::Exists(_)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(StoreError::Exhausted(INSERT_RETRIES))
+}
+
+/// The numeric part of a `box-N` identifier, for ordering and allocation.
+pub fn box_number(id: &BoxId) -> Option<u64> {
+    // Only the canonical spelling counts: `box-01` is a name, not number 1.
+    let n: u64 = id.as_str().strip_prefix("box-")?.parse().ok()?;
+    (format!("box-{n}") == id.as_str()).then_some(n)
+}
+
+/// The lowest `box-N` not in `taken`.
+pub fn lowest_free<'a>(taken: impl IntoIterator<Item = &'a BoxId>) -> BoxId {
+    let used: std::collections::BTreeSet<u64> = taken.into_iter().filter_map(box_number).collect();
+    let n = (0..).find(|n| !used.contains(n)).expect("a free number exists");
+    BoxId::new(format!("box-{n}")).expect("box-N is a valid name")
+}
+
+/// Orders boxes by number where they have one, then by name.
+pub fn sort_boxes(boxes: &mut [BoxInfo]) {
+    boxes.sort_by(|a, b| (box_number(&a.id), a.id.as_str()).cmp(&(box_number(&b.id), b.id.as_str())));
+}
