@@ -1,5 +1,6 @@
 //! tinybox's engine. Holds the model, the store, the capability gate, the
-//! reaper and the client side of the driver protocol.
+//! reaper and the client side of the driver protocol; `Tinybox` is the API
+//! the CLI and the module front ends call.
 //!
 //! It does not touch a sandbox's mechanism itself: every host and sandbox
 //! except passthrough is an out-of-process driver, and core's job is to
@@ -7,5 +8,13 @@
 //! before asking for it.
 
 pub mod clock;
+pub mod driver;
+pub mod engine;
+pub mod error;
+pub mod gate;
 pub mod model;
+pub mod paths;
 pub mod store;
+
+pub use engine::{BoxView, DriverReport, ExecOutcome, ReapOutcome, Target, Tinybox};
+pub use error::{Error, Result};

@@ -1,0 +1,241 @@
+//! One running driver process: spawned, handshaken, called, and — when it
+//! misbehaves — turned into an error that names it, says how it ended and
+//! quotes the tail of its stderr. Nothing a driver does can hang core
+//! beyond the timeouts here.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jsonrpsee::RpcModule;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tinybox_sdk::peer::{CallError, Peer, PeerOptions};
+use tinybox_sdk::protocol::{HandshakeParams, HandshakeResult, method, version};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+
+use crate::error::{Error, Result};
+
+/// How much of a driver's stderr is kept for error messages.
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Time limits for talking to drivers.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// From spawn to the handshake's answer.
+    pub handshake: Duration,
+    /// For calls that are not a command run (create, destroy, inspect, snapshot).
+    pub operation: Duration,
+}
+
+impl Timeouts {
+    /// Defaults, overridable with TINYBOX_HANDSHAKE_TIMEOUT_MS and TINYBOX_DRIVER_TIMEOUT_MS.
+    pub fn from_env() -> Self {
+        let ms = |var: &str, default: u64| {
+            std::env::var(var).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis).unwrap_or(Duration::from_millis(default))
+        };
+        Timeouts {
+            handshake: ms("TINYBOX_HANDSHAKE_TIMEOUT_MS", 10_000),
+            operation: ms("TINYBOX_DRIVER_TIMEOUT_MS", 600_000),
+        }
+    }
+}
+
+/// The last few KiB a driver wrote to stderr.
+#[derive(Clone, Default)]
+pub struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    fn push(&self, bytes: &[u8]) {
+        let mut buf = self.0.lock().expect("stderr tail");
+        buf.extend_from_slice(bytes);
+        if buf.len() > STDERR_TAIL_BYTES {
+            let cut = buf.len() - STDERR_TAIL_BYTES;
+            buf.drain(..cut);
+        }
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("stderr tail")).into_owned()
+    }
+}
+
+/// A driver process that has answered the handshake.
+pub struct Connection {
+    pub path: PathBuf,
+    pub hello: HandshakeResult,
+    link: Link,
+}
+
+impl std::ops::Deref for Connection {
+    type Target = Link;
+    fn deref(&self) -> &Link {
+        &self.link
+    }
+}
+
+/// The process and the JSON-RPC peer talking to it.
+pub struct Link {
+    pub name: String,
+    peer: Peer,
+    child: tokio::sync::Mutex<Child>,
+    tail: StderrTail,
+    timeouts: Timeouts,
+}
+
+impl Connection {
+    /// Starts the driver at `path`, serving `methods` for its reverse calls,
+    /// and completes the handshake.
+    pub async fn spawn<C: Send + Sync + 'static>(
+        name: &str,
+        path: &Path,
+        methods: RpcModule<C>,
+        timeouts: Timeouts,
+    ) -> Result<Connection> {
+        let mut child = Command::new(path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::io(format!("cannot start driver {name} ({})", path.display()), e))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let mut stderr = child.stderr.take().expect("piped");
+        let tail = StderrTail::default();
+        let sink = tail.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.push(&buf[..n]);
+            }
+        });
+        let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
+        let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
+        let hello = link.handshake().await?;
+        Ok(Connection { path: path.to_owned(), hello, link })
+    }
+}
+
+impl Link {
+    async fn handshake(&self) -> Result<HandshakeResult> {
+        let params = HandshakeParams {
+            protocol: version::protocol_version(),
+            core_version: env!("CARGO_PKG_VERSION").to_owned(),
+            features: Vec::new(),
+        };
+        let call = self.peer.call::<_, HandshakeResult>(method::HANDSHAKE, params);
+        let hello = match tokio::time::timeout(self.timeouts.handshake, call).await {
+            Err(_) => {
+                self.kill().await;
+                return Err(Error::DriverTimeout {
+                    driver: self.name.clone(),
+                    what: "the handshake".into(),
+                    after: self.timeouts.handshake,
+                    stderr_tail: self.tail.text(),
+                });
+            }
+            Ok(Err(e)) => return Err(self.explain(e).await),
+            Ok(Ok(hello)) => hello,
+        };
+        let ours = version::protocol_version();
+        if !version::compatible(&ours, &hello.protocol) {
+            self.kill().await;
+            return Err(Error::Protocol {
+                driver: self.name.clone(),
+                detail: format!("it speaks protocol {}, core speaks {ours}; install a matching driver", hello.protocol),
+            });
+        }
+        Ok(hello)
+    }
+
+    /// Calls `method`, bounded by the operation timeout.
+    pub async fn call<P: Serialize + Send, T: DeserializeOwned>(&self, method: &str, params: P) -> Result<T> {
+        match tokio::time::timeout(self.timeouts.operation, self.peer.call::<P, T>(method, params)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.explain(e).await),
+            Err(_) => Err(Error::DriverTimeout {
+                driver: self.name.clone(),
+                what: method.to_owned(),
+                after: self.timeouts.operation,
+                stderr_tail: self.tail.text(),
+            }),
+        }
+    }
+
+    /// Calls `method` with no time limit (a command runs as long as it runs).
+    pub async fn call_unbounded<P: Serialize + Send, T: DeserializeOwned>(&self, method: &str, params: P) -> Result<T> {
+        match self.peer.call::<P, T>(method, params).await {
+            Ok(v) => Ok(v),
+            Err(e) => Err(self.explain(e).await),
+        }
+    }
+
+    /// Turns a failed call into an error naming the driver and, when it
+    /// died, its exit status and last words.
+    async fn explain(&self, e: CallError) -> Error {
+        match e {
+            CallError::Remote(err) => Error::Driver { driver: self.name.clone(), code: err.code, message: err.message },
+            CallError::Malformed { method, detail } => {
+                Error::Protocol { driver: self.name.clone(), detail: format!("malformed answer to {method}: {detail}") }
+            }
+            CallError::Closed(reason) => {
+                // Give a dying process a moment to be reaped so its status is known.
+                let status = {
+                    let mut child = self.child.lock().await;
+                    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                        Ok(Ok(status)) => Some(status),
+                        _ => {
+                            let _ = child.start_kill();
+                            None
+                        }
+                    }
+                };
+                match status {
+                    Some(status) => Error::DriverDied {
+                        driver: self.name.clone(),
+                        status: describe_exit(status),
+                        stderr_tail: self.tail.text(),
+                    },
+                    None => Error::Protocol { driver: self.name.clone(), detail: reason },
+                }
+            }
+        }
+    }
+
+    /// The tail of the driver's stderr so far.
+    pub fn stderr_tail(&self) -> String {
+        self.tail.text()
+    }
+
+    async fn kill(&self) {
+        let mut child = self.child.lock().await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+
+    /// Closes the connection: the driver reads end-of-file and exits. One
+    /// that does not exit promptly is killed.
+    pub async fn close(&self) {
+        self.peer.shutdown();
+        let mut child = self.child.lock().await;
+        if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+}
+
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".into(),
+    }
+}

@@ -1,0 +1,106 @@
+//! Creating a box: validate, gate, reserve an identifier, ask the driver,
+//! record. A failure at any step leaves the store as it was.
+
+use tinybox_sdk::model::{BoxId, TemplateName, WorkspaceSource};
+use tinybox_sdk::protocol::{BoxRef, CreateParams};
+
+use super::Tinybox;
+use crate::driver::SandboxLink;
+use crate::error::{Error, Result};
+use crate::gate;
+use crate::model::{BoxInfo, BoxSpec, Instance, Phase, Placement};
+use crate::store::insert_new;
+
+impl Tinybox {
+    /// Creates a box as `spec` says.
+    pub async fn create(&self, spec: BoxSpec) -> Result<BoxInfo> {
+        spec.validate()?;
+        let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
+        let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
+        // The runner gets no workspace of its own and only what its sandbox
+        // enforces by default; it is gated like any other instance.
+        let runner_spec = BoxSpec { source: None, ports: Vec::new(), ..BoxSpec::new(spec.runner.clone()) };
+        let runner = if spec.has_separate_runner() {
+            let link = self.drivers.sandbox(&spec.runner.sandbox, &spec.runner.host).await?;
+            let admitted = gate::admit_create(&spec.runner.sandbox, &link.capabilities(), &runner_spec)?;
+            Some((link, admitted))
+        } else {
+            None
+        };
+
+        let now = self.clock.now();
+        let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
+        let result = async {
+            let workspace = make_instance(&ws_link, &id, &spec, &spec.workspace, admitted).await?;
+            let runner_instance = match &runner {
+                None => None,
+                Some((link, admitted)) => {
+                    match make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone()).await {
+                        Ok(i) => Some(i),
+                        Err(e) => {
+                            let _ = ws_link.destroy(BoxRef { box_id: id.clone(), handle: workspace.handle.clone() }).await;
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            Ok::<_, Error>((workspace, runner_instance))
+        }
+        .await;
+        match result {
+            Ok((workspace, runner)) => Ok(self.store.update(&id, &mut |info| {
+                info.phase = Phase::Created;
+                info.workspace = Some(workspace.clone());
+                info.runner = runner.clone();
+            })?),
+            Err(e) => {
+                self.store.remove(&id)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// The snapshot a template names, checked against the sandbox it was taken with.
+    pub fn template_source(&self, name: &TemplateName, workspace: &Placement) -> Result<WorkspaceSource> {
+        let templates = self.templates.as_ref().ok_or_else(|| Error::Refused("this store keeps no templates".into()))?;
+        let t = templates
+            .get(name)?
+            .ok_or_else(|| Error::Refused(format!("no template named {name}; `tinybox template ls` lists them")))?;
+        if t.sandbox != workspace.sandbox {
+            return Err(Error::Refused(format!(
+                "template {name} is a {} snapshot and cannot start a {} box; pass --sandbox {}",
+                t.sandbox, workspace.sandbox, t.sandbox
+            )));
+        }
+        Ok(WorkspaceSource::Snapshot { id: t.snapshot })
+    }
+}
+
+async fn make_instance(
+    link: &SandboxLink,
+    id: &BoxId,
+    spec: &BoxSpec,
+    placement: &Placement,
+    admitted: gate::Admitted,
+) -> Result<Instance> {
+    let caps = link.capabilities();
+    let created = link
+        .create(CreateParams {
+            box_id: id.clone(),
+            namespace: spec.namespace.clone(),
+            source: spec.source.clone(),
+            resources: admitted.limits,
+            network: admitted.network,
+            ports: spec.ports.clone(),
+            env: spec.env.clone(),
+        })
+        .await?;
+    Ok(Instance {
+        placement: placement.clone(),
+        handle: created.handle,
+        isolation: caps.isolation,
+        limits: admitted.limits,
+        network: admitted.network_in_force,
+        workdir: created.workdir,
+    })
+}

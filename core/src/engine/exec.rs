@@ -1,0 +1,74 @@
+//! Running a command in a box. The command's streams are the caller's own
+//! descriptors, handed to the driver over a private socket; JSON carries
+//! only the request and the exit status.
+
+use std::future::Future;
+
+use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus};
+use tinybox_sdk::protocol::{BoxRef, ExecParams};
+use tinybox_sdk::stdio::{StdioFds, StdioServer};
+
+use super::Tinybox;
+use crate::error::{Error, Result};
+
+/// Which of a box's instances runs the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// Where the code being worked on sits (the default).
+    #[default]
+    Workspace,
+    /// Where the agent driving the work sits; the workspace itself when colocated.
+    Runner,
+}
+
+/// How an exec ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecOutcome {
+    pub status: ExitStatus,
+    /// The caller's cancellation fired and the command was stopped.
+    pub cancelled: bool,
+}
+
+impl Tinybox {
+    /// Runs `request` in box `id` with `stdio` as its streams. When `cancel`
+    /// resolves first, the command is stopped and its end is still awaited.
+    pub async fn exec(
+        &self,
+        id: &BoxId,
+        request: ExecRequest,
+        stdio: StdioFds,
+        target: Target,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<ExecOutcome> {
+        request.validate()?;
+        let info = self.get(id)?;
+        let ws = self.instance(&info)?;
+        let instance = match (target, &info.runner) {
+            (Target::Runner, Some(runner)) => runner,
+            _ => ws,
+        };
+        let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
+        let exec_id = self.next_exec_id();
+        let socket = self.runtime_dir.join(format!("{exec_id}.sock"));
+        let server = StdioServer::start(socket, stdio).map_err(|e| Error::io("cannot open the stdio socket", e))?;
+        let params = ExecParams {
+            target: BoxRef { box_id: info.id.clone(), handle: instance.handle.clone() },
+            exec_id: exec_id.clone(),
+            request,
+            box_env: info.spec.env.clone(),
+            stdio: server.stdio_ref(),
+        };
+        let run = link.exec(params);
+        tokio::pin!(run);
+        tokio::pin!(cancel);
+        let outcome = tokio::select! {
+            status = &mut run => ExecOutcome { status: status?, cancelled: false },
+            () = &mut cancel => {
+                link.cancel(&exec_id).await?;
+                ExecOutcome { status: run.await?, cancelled: true }
+            }
+        };
+        drop(server);
+        Ok(outcome)
+    }
+}

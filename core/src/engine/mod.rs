@@ -1,0 +1,150 @@
+//! `Tinybox`: the box API the CLI and the module front ends call. Each
+//! operation validates, consults the capability gate, then asks a driver —
+//! in that order, so nothing refused ever reaches a driver and nothing a
+//! driver fails leaves the store changed.
+
+mod create;
+mod drivers_report;
+mod exec;
+mod remove;
+mod snapshot;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tinybox_sdk::model::{BoxId, IsolationLevel, SandboxName};
+use tinybox_sdk::protocol::{BoxRef, BoxState};
+
+pub use drivers_report::DriverReport;
+pub use exec::{ExecOutcome, Target};
+pub use remove::ReapOutcome;
+
+use crate::clock::{Clock, SystemClock};
+use crate::driver::{Drivers, Timeouts};
+use crate::error::{Error, Result};
+use crate::model::{BoxInfo, Instance, PASSTHROUGH, Phase};
+use crate::store::{FileStore, Store, StoreError, TemplateStore};
+
+/// The engine: a store, a clock, and the drivers started so far.
+pub struct Tinybox {
+    store: Arc<dyn Store>,
+    templates: Option<TemplateStore>,
+    clock: Arc<dyn Clock>,
+    drivers: Drivers,
+    runtime_dir: PathBuf,
+    exec_counter: AtomicU64,
+}
+
+/// A box with its sandbox's current view of it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BoxView {
+    #[serde(flatten)]
+    pub info: BoxInfo,
+    /// The sandbox's state for the box, read now (never from the store).
+    pub state: BoxState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_detail: Option<String>,
+}
+
+impl Tinybox {
+    /// The engine over the file store in `store_dir`.
+    pub fn open(store_dir: &Path) -> Result<Tinybox> {
+        let store = Arc::new(FileStore::open(store_dir)?);
+        let templates = TemplateStore::open(store_dir)?;
+        Ok(Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), Timeouts::from_env())?)
+    }
+
+    /// The engine over any store and clock (tests use MemoryStore and ManualClock).
+    pub fn with_parts(
+        store: Arc<dyn Store>,
+        templates: Option<TemplateStore>,
+        clock: Arc<dyn Clock>,
+        timeouts: Timeouts,
+    ) -> Result<Tinybox> {
+        Ok(Tinybox {
+            store,
+            templates,
+            clock,
+            drivers: Drivers::new(timeouts),
+            runtime_dir: crate::paths::runtime_dir()?,
+            exec_counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Stops every driver this engine started.
+    pub async fn close(&self) {
+        self.drivers.close().await;
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    pub fn list(&self) -> Result<Vec<BoxInfo>> {
+        Ok(self.store.list()?)
+    }
+
+    /// The box's record, or a NotFound error that says how to find boxes.
+    pub fn get(&self, id: &BoxId) -> Result<BoxInfo> {
+        self.store.get(id)?.ok_or_else(|| StoreError::NotFound(id.clone()).into())
+    }
+
+    /// The box's record and its sandbox's view of it now.
+    pub async fn inspect(&self, id: &BoxId) -> Result<BoxView> {
+        let info = self.get(id)?;
+        let Some(ws) = info.workspace.clone() else {
+            return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some("creation did not finish".into()) });
+        };
+        let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
+        let r = link.inspect(BoxRef { box_id: info.id.clone(), handle: ws.handle.clone() }).await?;
+        Ok(BoxView { info, state: r.state, state_detail: r.detail })
+    }
+
+    /// The strongest healthy sandbox installed for `host`, at or above
+    /// `floor`. Never passthrough: a box that did not ask to be unconfined
+    /// is not silently left unconfined.
+    pub async fn choose_sandbox(&self, floor: Option<IsolationLevel>) -> Result<(SandboxName, IsolationLevel)> {
+        let reports = self.driver_reports().await;
+        let best = reports
+            .iter()
+            .filter(|r| r.usable_sandbox() && r.name != PASSTHROUGH)
+            .filter_map(|r| Some((r.capabilities.as_ref()?.isolation, r)))
+            .filter(|(iso, _)| *iso > IsolationLevel::None && floor.is_none_or(|f| *iso >= f))
+            .max_by_key(|(iso, r)| (*iso, std::cmp::Reverse(r.name.clone())));
+        match best {
+            Some((iso, r)) => Ok((SandboxName::new(r.name.clone())?, iso)),
+            None => {
+                let seen: Vec<String> = reports
+                    .iter()
+                    .filter(|r| r.name != PASSTHROUGH)
+                    .map(|r| format!("{} ({})", r.name, r.summary()))
+                    .collect();
+                Err(Error::NoSandbox(format!(
+                    "no sandbox that confines anything{} is available here (found: {}); install one (bubblewrap, docker) or pass --sandbox passthrough to run unconfined",
+                    floor.map(|f| format!(" at isolation {f} or above")).unwrap_or_default(),
+                    if seen.is_empty() { "none".into() } else { seen.join(", ") }
+                )))
+            }
+        }
+    }
+
+    fn next_exec_id(&self) -> String {
+        format!("x{}-{}", std::process::id(), self.exec_counter.fetch_add(1, Ordering::SeqCst))
+    }
+
+    fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {
+        match (&info.phase, &info.workspace) {
+            (Phase::Created, Some(ws)) => Ok(ws),
+            _ => Err(Error::BoxNotReady {
+                id: info.id.clone(),
+                state: "still being created (or its creation was interrupted)".into(),
+                hint: format!("remove it with `tinybox rm {}`", info.id),
+            }),
+        }
+    }
+}

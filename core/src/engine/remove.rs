@@ -1,0 +1,53 @@
+//! Removing boxes, one on request or every expired one on `reap`.
+
+use serde::Serialize;
+use tinybox_sdk::model::BoxId;
+use tinybox_sdk::protocol::{BoxRef, ErrorCode};
+
+use super::Tinybox;
+use crate::error::{Error, Result};
+use crate::model::{BoxInfo, Instance};
+
+/// What reaping did to one box.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReapOutcome {
+    pub id: BoxId,
+    pub expired_at: u64,
+    /// `None` when the box was destroyed; otherwise why it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Tinybox {
+    /// Destroys the box in its sandbox(es), then forgets it. A box its
+    /// sandbox no longer has is simply forgotten.
+    pub async fn remove(&self, id: &BoxId) -> Result<BoxInfo> {
+        let info = self.get(id)?;
+        for instance in info.runner.iter().chain(info.workspace.iter()) {
+            self.destroy_instance(id, instance).await?;
+        }
+        self.store.remove(id)?;
+        Ok(info)
+    }
+
+    async fn destroy_instance(&self, id: &BoxId, instance: &Instance) -> Result<()> {
+        let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
+        match link.destroy(BoxRef { box_id: id.clone(), handle: instance.handle.clone() }).await {
+            Err(Error::Driver { code: ErrorCode::NotFound, .. }) | Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Destroys every ephemeral box whose ttl has passed. One failure does
+    /// not stop the rest; each box's outcome is reported.
+    pub async fn reap(&self) -> Result<Vec<ReapOutcome>> {
+        let now = self.clock.now();
+        let mut outcomes = Vec::new();
+        for info in self.store.list()? {
+            let Some(expired_at) = info.expires_at().filter(|_| info.is_expired(now)) else { continue };
+            let error = self.remove(&info.id).await.err().map(|e| e.to_string());
+            outcomes.push(ReapOutcome { id: info.id, expired_at, error });
+        }
+        Ok(outcomes)
+    }
+}

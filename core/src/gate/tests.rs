@@ -1,0 +1,132 @@
+use std::collections::BTreeSet;
+
+use tinybox_sdk::model::{IsolationLevel, PortMapping, SourceKind, SnapshotId};
+
+use super::*;
+use crate::model::Placement;
+
+fn name() -> SandboxName {
+    SandboxName::new("thing").unwrap()
+}
+
+fn spec() -> BoxSpec {
+    BoxSpec::new(Placement::local_passthrough())
+}
+
+fn unsupported(r: Result<impl std::fmt::Debug>) -> String {
+    match r {
+        Err(Error::Unsupported { sandbox, capability }) => {
+            assert_eq!(sandbox, name());
+            capability
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+fn full() -> SandboxCapabilities {
+    SandboxCapabilities {
+        isolation: IsolationLevel::Kernel,
+        snapshot: SnapshotSupport::Filesystem,
+        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits].into(),
+        limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
+        network_deny: true,
+        sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
+    }
+}
+
+#[test]
+fn a_declaration_of_nothing_refuses_every_gated_operation() {
+    let caps = SandboxCapabilities::nothing();
+    let n = name();
+
+    let mut s = spec();
+    s.resources.memory_bytes = Some(1 << 30);
+    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("memory limit"));
+
+    let mut s = spec();
+    s.resources.cpus = Some(1.0);
+    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("cpu limit"));
+
+    let mut s = spec();
+    s.network = Some(NetworkPolicy::Denied);
+    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("network deny"));
+
+    let mut s = spec();
+    s.ports.push(PortMapping { host: 8080, guest: 80 });
+    assert_eq!(unsupported(admit_create(&n, &caps, &s)), "port_forward");
+
+    let mut s = spec();
+    s.min_isolation = Some(IsolationLevel::Kernel);
+    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("isolation kernel"));
+
+    let mut s = spec();
+    s.source = Some(WorkspaceSource::LocalDir { path: "/tmp".into() });
+    assert_eq!(unsupported(admit_create(&n, &caps, &s)), "workspace source local_dir");
+
+    assert_eq!(unsupported(admit_snapshot(&n, &caps)), "snapshot");
+    assert_eq!(unsupported(admit_fork(&n, &caps)), "snapshot");
+}
+
+#[test]
+fn defaults_apply_only_where_enforced() {
+    let caps = SandboxCapabilities::nothing();
+    let admitted = admit_create(&name(), &caps, &spec()).unwrap();
+    assert_eq!(admitted.limits, Resources::default());
+    assert_eq!(admitted.network, None);
+    assert_eq!(admitted.network_in_force, NetworkInForce::NotConfined);
+
+    let admitted = admit_create(&name(), &full(), &spec()).unwrap();
+    let d = Resources::defaults();
+    assert_eq!(admitted.limits, Resources { disk_bytes: None, ..d });
+    assert_eq!(admitted.network, Some(NetworkPolicy::Denied));
+    assert_eq!(admitted.network_in_force, NetworkInForce::Denied);
+}
+
+#[test]
+fn explicit_asks_override_defaults_and_unenforced_ones_are_refused() {
+    let mut s = spec();
+    s.resources.memory_bytes = Some(512 << 20);
+    s.network = Some(NetworkPolicy::Egress);
+    let admitted = admit_create(&name(), &full(), &s).unwrap();
+    assert_eq!(admitted.limits.memory_bytes, Some(512 << 20));
+    assert_eq!(admitted.network_in_force, NetworkInForce::Egress);
+
+    s.resources.disk_bytes = Some(1 << 30);
+    let cap = unsupported(admit_create(&name(), &full(), &s));
+    assert_eq!(cap, "disk limit (it enforces cpu, memory, pids)");
+}
+
+#[test]
+fn limits_without_the_feature_are_not_enforced() {
+    let mut caps = full();
+    caps.features.remove(&Feature::ResourceLimits);
+    let admitted = admit_create(&name(), &caps, &spec()).unwrap();
+    assert_eq!(admitted.limits.set(), BTreeSet::new());
+}
+
+#[test]
+fn snapshot_sources_need_snapshot_support_and_fork_needs_the_feature() {
+    let mut caps = full();
+    caps.snapshot = SnapshotSupport::None;
+    caps.features.remove(&Feature::Fork);
+    let mut s = spec();
+    s.source = Some(WorkspaceSource::Snapshot { id: SnapshotId::new("sha-0123456789ab").unwrap() });
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "snapshots");
+
+    let mut caps = full();
+    caps.features.remove(&Feature::Fork);
+    assert!(admit_snapshot(&name(), &caps).is_ok());
+    assert_eq!(unsupported(admit_fork(&name(), &caps)), "fork");
+}
+
+#[test]
+fn the_floor_admits_equal_or_stronger() {
+    let mut s = spec();
+    s.min_isolation = Some(IsolationLevel::Kernel);
+    assert!(admit_create(&name(), &full(), &s).is_ok());
+    let mut caps = full();
+    caps.isolation = IsolationLevel::Hardware;
+    assert!(admit_create(&name(), &caps, &s).is_ok());
+    caps.isolation = IsolationLevel::Process;
+    assert!(admit_create(&name(), &caps, &s).is_err());
+}
