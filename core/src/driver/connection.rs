@@ -21,6 +21,21 @@ use crate::error::{Error, Result};
 /// How much of a driver's stderr is kept for error messages.
 const STDERR_TAIL_BYTES: usize = 4096;
 
+/// Where drivers are found and how long they get to answer.
+#[derive(Debug, Clone)]
+pub struct DriverConfig {
+    /// Searched in order; the first `tinybox-driver-<name>` found wins.
+    pub search_dirs: Vec<std::path::PathBuf>,
+    pub timeouts: Timeouts,
+}
+
+impl DriverConfig {
+    /// Next to the running binary, then TINYBOX_DRIVER_PATH, then PATH; timeouts from the environment.
+    pub fn from_env() -> Self {
+        DriverConfig { search_dirs: super::discover::search_dirs_from_env(), timeouts: Timeouts::from_env() }
+    }
+}
+
 /// Time limits for talking to drivers.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {

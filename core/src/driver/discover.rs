@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 pub const PREFIX: &str = "tinybox-driver-";
 
-/// The directories searched, in order.
-pub fn search_dirs() -> Vec<PathBuf> {
+/// The directories searched, in order, as this process's environment says.
+pub fn search_dirs_from_env() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
         dirs.push(dir);
@@ -27,16 +27,16 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The executable for driver `name`, if one is installed.
-pub fn find(name: &str) -> Option<PathBuf> {
-    search_dirs().into_iter().map(|d| d.join(format!("{PREFIX}{name}"))).find(|p| is_executable(p))
+/// The executable for driver `name` in `dirs`, if one is installed.
+pub fn find(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
+    dirs.iter().map(|d| d.join(format!("{PREFIX}{name}"))).find(|p| is_executable(p))
 }
 
-/// Every installed driver, by name, with the path that wins.
-pub fn installed() -> BTreeMap<String, PathBuf> {
+/// Every driver installed in `dirs`, by name, with the path that wins.
+pub fn installed(dirs: &[PathBuf]) -> BTreeMap<String, PathBuf> {
     let mut found = BTreeMap::new();
-    for dir in search_dirs() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
         for entry in entries.flatten() {
             let file_name = entry.file_name();
             let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else { continue };

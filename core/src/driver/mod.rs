@@ -20,7 +20,7 @@ use tinybox_sdk::protocol::{
     Role, RunParams, RunResult, SnapshotResult, method,
 };
 
-pub use connection::{Connection, Timeouts};
+pub use connection::{Connection, DriverConfig, Timeouts};
 pub use passthrough::capabilities as passthrough_capabilities;
 
 use crate::error::{Error, Result};
@@ -172,14 +172,14 @@ impl SandboxLink {
 
 /// Starts drivers on first use and keeps them for the life of the process.
 pub struct Drivers {
-    timeouts: Timeouts,
+    config: DriverConfig,
     hosts: tokio::sync::Mutex<HashMap<HostName, Arc<HostLink>>>,
     sandboxes: tokio::sync::Mutex<HashMap<(SandboxName, HostName), Arc<SandboxLink>>>,
 }
 
 impl Drivers {
-    pub fn new(timeouts: Timeouts) -> Self {
-        Drivers { timeouts, hosts: Default::default(), sandboxes: Default::default() }
+    pub fn new(config: DriverConfig) -> Self {
+        Drivers { config, hosts: Default::default(), sandboxes: Default::default() }
     }
 
     /// The host driver behind host `name`.
@@ -193,7 +193,7 @@ impl Drivers {
         if name.as_str() != "local" {
             return Err(Error::UnknownHost(name.to_string()));
         }
-        let conn = spawn_checked(name.as_str(), Role::Host, RpcModule::new(()), self.timeouts).await?;
+        let conn = spawn_checked(name.as_str(), Role::Host, RpcModule::new(()), &self.config).await?;
         let link = Arc::new(HostLink { name: name.clone(), conn });
         hosts.insert(name.clone(), link.clone());
         Ok(link)
@@ -210,12 +210,16 @@ impl Drivers {
             SandboxLink::Passthrough { host: host_link }
         } else {
             let reverse = Arc::new(Reverse { host: host_link, forwarded: Mutex::new(HashSet::new()) });
-            let conn = spawn_checked(name.as_str(), Role::Sandbox, reverse_methods(reverse.clone()), self.timeouts).await?;
+            let conn = spawn_checked(name.as_str(), Role::Sandbox, reverse_methods(reverse.clone()), &self.config).await?;
             SandboxLink::Driver { name: name.clone(), conn, reverse }
         };
         let link = Arc::new(link);
         self.sandboxes.lock().await.insert(key, link.clone());
         Ok(link)
+    }
+
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
     }
 
     /// Closes every driver this process started.
@@ -236,11 +240,11 @@ pub async fn spawn_checked<C: Send + Sync + 'static>(
     name: &str,
     role: Role,
     methods: RpcModule<C>,
-    timeouts: Timeouts,
+    config: &DriverConfig,
 ) -> Result<Connection> {
-    let path = discover::find(name)
-        .ok_or_else(|| Error::DriverNotFound { name: name.to_owned(), searched: discover::search_dirs() })?;
-    let conn = Connection::spawn(name, &path, methods, timeouts).await?;
+    let path = discover::find(&config.search_dirs, name)
+        .ok_or_else(|| Error::DriverNotFound { name: name.to_owned(), searched: config.search_dirs.clone() })?;
+    let conn = Connection::spawn(name, &path, methods, config.timeouts).await?;
     check_hello(name, role, &conn).await?;
     Ok(conn)
 }

@@ -43,9 +43,9 @@ impl DriverReport {
 impl Tinybox {
     /// Describes passthrough and every installed driver, started in parallel.
     pub async fn driver_reports(&self) -> Vec<DriverReport> {
-        let timeouts = crate::driver::Timeouts::from_env();
+        let timeouts = self.drivers.config().timeouts;
         let mut set = tokio::task::JoinSet::new();
-        for (name, path) in discover::installed() {
+        for (name, path) in discover::installed(&self.drivers.config().search_dirs) {
             set.spawn(async move {
                 let mut report = DriverReport {
                     name: name.clone(),

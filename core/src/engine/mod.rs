@@ -21,7 +21,7 @@ pub use exec::{ExecOutcome, Target};
 pub use remove::ReapOutcome;
 
 use crate::clock::{Clock, SystemClock};
-use crate::driver::{Drivers, Timeouts};
+use crate::driver::{DriverConfig, Drivers};
 use crate::error::{Error, Result};
 use crate::model::{BoxInfo, Instance, PASSTHROUGH, Phase};
 use crate::store::{FileStore, Store, StoreError, TemplateStore};
@@ -52,7 +52,7 @@ impl Tinybox {
     pub fn open(store_dir: &Path) -> Result<Tinybox> {
         let store = Arc::new(FileStore::open(store_dir)?);
         let templates = TemplateStore::open(store_dir)?;
-        Ok(Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), Timeouts::from_env())?)
+        Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), DriverConfig::from_env())
     }
 
     /// The engine over any store and clock (tests use MemoryStore and ManualClock).
@@ -60,13 +60,13 @@ impl Tinybox {
         store: Arc<dyn Store>,
         templates: Option<TemplateStore>,
         clock: Arc<dyn Clock>,
-        timeouts: Timeouts,
+        drivers: DriverConfig,
     ) -> Result<Tinybox> {
         Ok(Tinybox {
             store,
             templates,
             clock,
-            drivers: Drivers::new(timeouts),
+            drivers: Drivers::new(drivers),
             runtime_dir: crate::paths::runtime_dir()?,
             exec_counter: AtomicU64::new(0),
         })
