@@ -121,7 +121,7 @@ impl Tinybox {
             None => {
                 let seen: Vec<String> = reports
                     .iter()
-                    .filter(|r| r.name != PASSTHROUGH)
+                    .filter(|r| r.name != PASSTHROUGH && r.role != Some(tinybox_sdk::protocol::Role::Host))
                     .map(|r| format!("{} ({})", r.name, r.summary()))
                     .collect();
                 Err(Error::NoSandbox(format!(

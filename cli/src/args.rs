@@ -1,0 +1,203 @@
+//! Flag groups shared by several verbs, and their conversion into the
+//! core's types. Every parse error names the value and the rule.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use tinybox_core::model::{
+    BoxSpec, HostName, IsolationLevel, Lifecycle, NetworkPolicy, Placement, PortMapping, Resources, SandboxName,
+    SnapshotId, TemplateName, WorkspaceSource,
+};
+
+/// A `KEY=VALUE` pair.
+pub fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not KEY=VALUE with a non-empty KEY")),
+    }
+}
+
+/// A duration such as `90s`, `10m`, `1h`, `2d`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 90s, 10m, 1h ({e})"))?;
+    if d.as_secs() == 0 {
+        return Err(format!("{s:?} is not positive; use at least 1s"));
+    }
+    Ok(d)
+}
+
+/// `HOST:GUEST`, or one port for both.
+pub fn parse_port(s: &str) -> Result<PortMapping, String> {
+    let p = |v: &str| v.parse::<u16>().ok().filter(|n| *n > 0);
+    let bad = || format!("{s:?} is not a port mapping HOST:GUEST with ports 1-65535");
+    match s.split_once(':') {
+        Some((h, g)) => Ok(PortMapping { host: p(h).ok_or_else(bad)?, guest: p(g).ok_or_else(bad)? }),
+        None => p(s).map(|n| PortMapping { host: n, guest: n }).ok_or_else(bad),
+    }
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    tinybox_core::model::resources::parse_size(s)
+}
+
+pub fn parse_cpus(s: &str) -> Result<f64, String> {
+    s.parse::<f64>().ok().filter(|c| c.is_finite()).ok_or_else(|| format!("{s:?} is not a number of cores like 1 or 0.5"))
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum NetworkArg {
+    Deny,
+    Egress,
+}
+
+/// Where a box runs and what confines it.
+#[derive(Debug, Clone, Args)]
+pub struct PlacementArgs {
+    /// Host the workspace runs on.
+    #[arg(long, default_value = "local", value_name = "HOST")]
+    pub host: HostName,
+    /// Sandbox that confines the workspace (default: the strongest healthy one installed).
+    #[arg(long, value_name = "SANDBOX")]
+    pub sandbox: Option<SandboxName>,
+    /// Host of a separate runner (the agent's side); default local.
+    #[arg(long, value_name = "HOST")]
+    pub runner_host: Option<HostName>,
+    /// Sandbox of a separate runner; default passthrough.
+    #[arg(long, value_name = "SANDBOX")]
+    pub runner_sandbox: Option<SandboxName>,
+    /// Refuse any sandbox weaker than kernel isolation (the floor for untrusted code).
+    #[arg(long)]
+    pub untrusted: bool,
+    /// Separates this store's boxes from another's on a shared daemon.
+    #[arg(long, value_name = "NS", default_value = "default")]
+    pub namespace: String,
+}
+
+/// What a box starts from, how long it lives, and what it may use.
+#[derive(Debug, Clone, Args)]
+pub struct BoxArgs {
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// Start from an OCI image.
+    #[arg(long, value_name = "REF", group = "source")]
+    pub image: Option<String>,
+    /// Share a directory of the host as the workspace.
+    #[arg(long, value_name = "DIR", group = "source")]
+    pub workspace: Option<PathBuf>,
+    /// Start from a snapshot.
+    #[arg(long, value_name = "ID", group = "source")]
+    pub from_snapshot: Option<SnapshotId>,
+    /// Start from a template (a named snapshot).
+    #[arg(long, value_name = "NAME", group = "source")]
+    pub from_template: Option<TemplateName>,
+    /// Start from a git repository.
+    #[arg(long, value_name = "URL", group = "source")]
+    pub git: Option<String>,
+    /// Destroy the box this long after creation (ephemeral; default 1h).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", conflicts_with = "persistent")]
+    pub ttl: Option<Duration>,
+    /// Keep the box until removed, snapshotting it on this cadence (default 60s).
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "60s")]
+    pub persistent: Option<Duration>,
+    /// Network policy (default: deny, where the sandbox can enforce it).
+    #[arg(long, value_enum)]
+    pub network: Option<NetworkArg>,
+    /// CPU cores (may be fractional).
+    #[arg(long, value_parser = parse_cpus, value_name = "N")]
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. 512M, 2G.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub memory: Option<u64>,
+    /// Maximum number of processes.
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u64>,
+    /// Disk limit, e.g. 8G.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub disk: Option<u64>,
+    /// Publish a port: HOST:GUEST (repeatable).
+    #[arg(long = "port", value_parser = parse_port, value_name = "HOST:GUEST")]
+    pub ports: Vec<PortMapping>,
+}
+
+/// Environment every command in a box starts with.
+#[derive(Debug, Clone, Args)]
+pub struct BoxEnvArgs {
+    /// Environment for every command in the box: KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_parser = parse_env, value_name = "KEY=VALUE")]
+    pub env: Vec<(String, String)>,
+}
+
+impl BoxArgs {
+    /// The spec these flags describe, once the sandbox is known.
+    pub fn spec(&self, sandbox: SandboxName, env: &[(String, String)]) -> Result<BoxSpec, String> {
+        let p = &self.placement;
+        let mut spec = BoxSpec::new(Placement::new(p.host.clone(), sandbox));
+        if p.runner_host.is_some() || p.runner_sandbox.is_some() {
+            let runner = Placement::new(
+                p.runner_host.clone().unwrap_or_else(|| HostName::new("local").expect("valid")),
+                p.runner_sandbox.clone().unwrap_or_else(|| SandboxName::new("passthrough").expect("valid")),
+            );
+            spec = spec.with_runner(runner);
+        }
+        spec.source = match (&self.image, &self.workspace, &self.from_snapshot, &self.git) {
+            (Some(r), _, _, _) => Some(WorkspaceSource::OciImage { reference: r.clone() }),
+            (_, Some(dir), _, _) => {
+                let abs = std::fs::canonicalize(dir)
+                    .map_err(|e| format!("workspace {} cannot be used: {e}", dir.display()))?;
+                if !abs.is_dir() {
+                    return Err(format!("workspace {} is not a directory", dir.display()));
+                }
+                Some(WorkspaceSource::LocalDir { path: abs })
+            }
+            (_, _, Some(id), _) => Some(WorkspaceSource::Snapshot { id: id.clone() }),
+            (_, _, _, Some(url)) => Some(WorkspaceSource::GitRepo { url: url.clone(), rev: None }),
+            _ => None,
+        };
+        spec.lifecycle = match (self.ttl, self.persistent) {
+            (_, Some(every)) => Lifecycle::persistent(every),
+            (Some(ttl), None) => Lifecycle::ephemeral(ttl),
+            (None, None) => Lifecycle::default(),
+        };
+        spec.network = self.network.map(|n| match n {
+            NetworkArg::Deny => NetworkPolicy::Denied,
+            NetworkArg::Egress => NetworkPolicy::Egress,
+        });
+        spec.resources = Resources { cpus: self.cpus, memory_bytes: self.memory, pids: self.pids, disk_bytes: self.disk };
+        spec.ports = self.ports.clone();
+        spec.env = env.iter().cloned().collect::<BTreeMap<_, _>>();
+        spec.min_isolation = p.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR);
+        spec.namespace = p.namespace.clone();
+        Ok(spec)
+    }
+}
+
+/// How a command runs.
+#[derive(Debug, Clone, Args)]
+pub struct CommandArgs {
+    /// Environment for this command: KEY=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_parser = parse_env, value_name = "KEY=VALUE")]
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the box.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Stop the command after this long (exit status 124).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Option<Duration>,
+    /// Forward a terminal's input to the command (piped input is always forwarded).
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// The program and its arguments, passed as a vector, never through a shell.
+    #[arg(last = true, required = true, value_name = "ARGV")]
+    pub argv: Vec<String>,
+}
+
+impl CommandArgs {
+    pub fn request(&self) -> tinybox_core::model::ExecRequest {
+        let mut r = tinybox_core::model::ExecRequest::new(self.argv.clone());
+        r.env = self.env.iter().cloned().collect();
+        r.cwd = self.cwd.clone();
+        r
+    }
+}

@@ -1,0 +1,28 @@
+use clap::Args;
+use tinybox_core::Error;
+
+use super::App;
+use crate::args::{BoxArgs, BoxEnvArgs};
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct CreateCmd {
+    #[command(flatten)]
+    pub box_args: BoxArgs,
+    #[command(flatten)]
+    pub env: BoxEnvArgs,
+}
+
+impl CreateCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        let spec = super::spec_from(app, &self.box_args, &self.env.env).await?;
+        let info = app.engine.create(spec).await?;
+        if app.json {
+            output::json(&info);
+        } else {
+            eprintln!("tinybox: {}", output::created_summary(&info));
+            println!("{}", info.id);
+        }
+        Ok(0)
+    }
+}

@@ -1,0 +1,25 @@
+use clap::Args;
+use tinybox_core::Error;
+use tinybox_core::model::BoxId;
+
+use super::App;
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct ForkCmd {
+    /// The box to fork.
+    pub id: BoxId,
+}
+
+impl ForkCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        let info = app.engine.fork(&self.id).await?;
+        if app.json {
+            output::json(&info);
+        } else {
+            eprintln!("tinybox: {}", output::created_summary(&info));
+            println!("{}", info.id);
+        }
+        Ok(0)
+    }
+}

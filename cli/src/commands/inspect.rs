@@ -1,0 +1,61 @@
+use clap::Args;
+use tinybox_core::Error;
+use tinybox_core::model::BoxId;
+
+use super::App;
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct InspectCmd {
+    pub id: BoxId,
+}
+
+impl InspectCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        let view = app.engine.inspect(&self.id).await?;
+        if app.json {
+            output::json(&view);
+            return Ok(0);
+        }
+        let info = &view.info;
+        let now = app.engine.now();
+        let mut rows: Vec<(&str, String)> = Vec::new();
+        rows.push(("id", info.id.to_string()));
+        rows.push(("state", match &view.state_detail {
+            Some(d) => format!("{} ({d})", view.state),
+            None => view.state.to_string(),
+        }));
+        if let Some(ws) = &info.workspace {
+            rows.push(("placement", ws.placement.to_string()));
+            let untrusted = if ws.isolation >= tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR {
+                "suitable for untrusted code"
+            } else {
+                "NOT suitable for untrusted code"
+            };
+            rows.push(("isolation", format!("{} ({untrusted})", ws.isolation)));
+            rows.push(("network", ws.network.to_string()));
+            rows.push(("limits", output::limits(&ws.limits)));
+            rows.push(("workdir", ws.workdir.clone().unwrap_or_else(|| "(host default)".into())));
+        }
+        match &info.runner {
+            Some(r) => rows.push(("runner", format!("{} — {}", r.placement, output::confinement(r)))),
+            None => rows.push(("runner", "same as workspace".into())),
+        }
+        rows.push(("source", output::source(&info.spec.source)));
+        rows.push(("lifecycle", output::lifecycle(info, now)));
+        rows.push(("created", info.created_at.map(output::timestamp).unwrap_or_else(|| "unknown".into())));
+        if !info.spec.ports.is_empty() {
+            let ports: Vec<String> = info.spec.ports.iter().map(|p| format!("{}:{}", p.host, p.guest)).collect();
+            rows.push(("ports", ports.join(", ")));
+        }
+        if !info.spec.env.is_empty() {
+            rows.push(("env", info.spec.env.keys().cloned().collect::<Vec<_>>().join(", ")));
+        }
+        let snaps: Vec<String> = info.snapshots.iter().map(|s| s.id.to_string()).collect();
+        rows.push(("snapshots", if snaps.is_empty() { "none".into() } else { snaps.join(", ") }));
+        for (k, v) in rows {
+            println!("{k:<10} {v}");
+        }
+        Ok(0)
+    }
+}

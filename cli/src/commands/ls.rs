@@ -1,0 +1,32 @@
+use tinybox_core::Error;
+
+use super::App;
+use crate::output;
+
+pub async fn run(app: &App) -> Result<u8, Error> {
+    let boxes = app.engine.list()?;
+    if app.json {
+        output::json(&boxes);
+        return Ok(0);
+    }
+    if boxes.is_empty() {
+        eprintln!("tinybox: no boxes; `tinybox create` makes one");
+        return Ok(0);
+    }
+    let now = app.engine.now();
+    let mut t = output::table(&["ID", "PLACEMENT", "ISOLATION", "NETWORK", "LIFECYCLE", "EXPIRES", "AGE"]);
+    for b in &boxes {
+        let (placement, isolation, network) = match &b.workspace {
+            Some(ws) => (ws.placement.to_string(), ws.isolation.to_string(), ws.network.to_string()),
+            None => (b.spec.workspace.to_string(), "-".into(), "(creating)".into()),
+        };
+        let lifecycle = match b.spec.lifecycle {
+            tinybox_core::model::Lifecycle::Ephemeral { .. } => "ephemeral",
+            tinybox_core::model::Lifecycle::Persistent { .. } => "persistent",
+        };
+        let age = b.created_at.map(|c| output::span(now.saturating_sub(c))).unwrap_or_else(|| "unknown".into());
+        t.add_row(vec![b.id.to_string(), placement, isolation, network, lifecycle.into(), output::expires(b, now), age]);
+    }
+    output::print_table(&t);
+    Ok(0)
+}

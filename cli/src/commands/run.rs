@@ -1,0 +1,41 @@
+use clap::Args;
+use tinybox_core::{Error, Target};
+
+use super::App;
+use crate::args::{BoxArgs, CommandArgs};
+
+#[derive(Debug, Args)]
+pub struct RunCmd {
+    #[command(flatten)]
+    pub box_args: BoxArgs,
+    /// Run on the runner placement instead of the workspace.
+    #[arg(long)]
+    pub runner: bool,
+    #[command(flatten)]
+    pub command: CommandArgs,
+}
+
+impl RunCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        // `--env` belongs to the command here; the box gets none of its own.
+        let spec = super::spec_from(app, &self.box_args, &[]).await?;
+        let info = app.engine.create(spec).await?;
+        if !app.json {
+            eprintln!("tinybox: {}", crate::output::created_summary(&info));
+        }
+        let target = if self.runner { Target::Runner } else { Target::Workspace };
+        let result = super::exec::run_in(
+            app,
+            &info.id,
+            self.command.request(),
+            target,
+            self.command.timeout,
+            self.command.interactive,
+        )
+        .await;
+        let removed = app.engine.remove(&info.id).await;
+        let code = result?;
+        removed?;
+        Ok(code)
+    }
+}

@@ -1,0 +1,22 @@
+use clap::Args;
+use tinybox_core::Error;
+use tinybox_core::model::BoxId;
+
+use super::App;
+
+#[derive(Debug, Args)]
+pub struct SnapshotCmd {
+    pub id: BoxId,
+}
+
+impl SnapshotCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        let record = app.engine.snapshot(&self.id).await?;
+        if app.json {
+            crate::output::json(&record);
+        } else {
+            println!("{}", record.id);
+        }
+        Ok(0)
+    }
+}

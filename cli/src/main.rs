@@ -1,0 +1,73 @@
+//! `tinybox`: create boxes, run code in them, and see what confines it.
+//!
+//! Argument parsing and presentation only: every verb is one file in
+//! `commands/` calling one `tinybox_core::Tinybox` operation. Policy — what
+//! is allowed, what is in force — is core's alone.
+
+mod args;
+mod commands;
+mod output;
+mod stdio;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+/// Isolated places to run code you do not trust, with the isolation stated.
+#[derive(Debug, Parser)]
+#[command(name = "tinybox", version, about, propagate_version = true)]
+struct Cli {
+    /// The store directory (boxes and templates). Default: $TINYBOX_HOME, else $XDG_STATE_HOME/tinybox.
+    #[arg(long, global = true, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a box and print its identifier.
+    Create(commands::create::CreateCmd),
+    /// Run a command in a box; exits with the command's own status.
+    Exec(commands::exec::ExecCmd),
+    /// Create a box, run one command in it, remove it.
+    Run(commands::run::RunCmd),
+    /// List boxes.
+    Ls,
+    /// Show a box: placement, isolation, limits and network in force, state.
+    Inspect(commands::inspect::InspectCmd),
+    /// Remove boxes.
+    Rm(commands::rm::RmCmd),
+    /// Remove every ephemeral box whose ttl has passed.
+    Reap,
+    /// Snapshot a box's workspace.
+    Snapshot(commands::snapshot::SnapshotCmd),
+    /// Create a new box from a fresh snapshot of another.
+    Fork(commands::fork::ForkCmd),
+    /// Named snapshots to start boxes from.
+    #[command(subcommand)]
+    Template(commands::template::TemplateCmd),
+    /// List installed drivers with their role, version, health and declared capabilities.
+    Drivers,
+    /// Print a shell completion script.
+    Completions(commands::completions::CompletionsCmd),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Completions(c) = &cli.command {
+        c.print(&mut Cli::command());
+        return ExitCode::SUCCESS;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let code = runtime.block_on(commands::dispatch(cli.store, cli.json, cli.command));
+    ExitCode::from(code)
+}
