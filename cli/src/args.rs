@@ -43,7 +43,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn parse_cpus(s: &str) -> Result<f64, String> {
-    s.parse::<f64>().ok().filter(|c| c.is_finite()).ok_or_else(|| format!("{s:?} is not a number of cores like 1 or 0.5"))
+    s.parse::<f64>()
+        .ok()
+        .filter(|c| c.is_finite())
+        .ok_or_else(|| format!("{s:?} is not a number of cores like 1 or 0.5"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -164,7 +167,8 @@ impl BoxArgs {
             NetworkArg::Deny => NetworkPolicy::Denied,
             NetworkArg::Egress => NetworkPolicy::Egress,
         });
-        spec.resources = Resources { cpus: self.cpus, memory_bytes: self.memory, pids: self.pids, disk_bytes: self.disk };
+        spec.resources =
+            Resources { cpus: self.cpus, memory_bytes: self.memory, pids: self.pids, disk_bytes: self.disk };
         spec.ports = self.ports.clone();
         spec.env = env.iter().cloned().collect::<BTreeMap<_, _>>();
         spec.min_isolation = p.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR);

@@ -4,8 +4,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use comfy_table::{Table, presets};
 use serde::Serialize;
-use tinybox_core::model::{BoxInfo, Instance, Lifecycle, Resources, WorkspaceSource};
 use tinybox_core::model::resources::format_size;
+use tinybox_core::model::{BoxInfo, Instance, Lifecycle, Resources, WorkspaceSource};
 
 /// Prints `value` as pretty JSON on stdout.
 pub fn json<T: Serialize>(value: &T) {
@@ -61,7 +61,9 @@ pub fn lifecycle(info: &BoxInfo, now: u64) -> String {
             Some(at) => format!("ephemeral, ttl {}, expires in {}", span(ttl_secs), span(at - now)),
             None => format!("ephemeral, ttl {}, creation time unknown: never expires", span(ttl_secs)),
         },
-        Lifecycle::Persistent { autosnapshot_secs } => format!("persistent, autosnapshot every {}", span(autosnapshot_secs)),
+        Lifecycle::Persistent { autosnapshot_secs } => {
+            format!("persistent, autosnapshot every {}", span(autosnapshot_secs))
+        }
     }
 }
 
@@ -91,6 +93,10 @@ pub fn created_summary(info: &BoxInfo) -> String {
 
 /// Isolation, network and limits in one phrase.
 pub fn confinement(i: &Instance) -> String {
-    let warn = if i.isolation < tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR { " (not for untrusted code)" } else { "" };
+    let warn = if i.isolation < tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR {
+        " (not for untrusted code)"
+    } else {
+        ""
+    };
     format!("isolation {}{warn}; network {}; limits {}", i.isolation, i.network, limits(&i.limits))
 }

@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use jsonrpsee::RpcModule;
-use jsonrpsee::core::client::{
-    Client, ClientBuilder, ClientT, ReceivedMessage, TransportReceiverT, TransportSenderT,
-};
+use jsonrpsee::core::client::{Client, ClientBuilder, ClientT, ReceivedMessage, TransportReceiverT, TransportSenderT};
 use jsonrpsee::core::traits::ToRpcParams;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -198,7 +196,8 @@ enum Incoming {
 }
 
 fn classify(line: &str) -> Result<Incoming, String> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("sent a line that is not JSON ({e})"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("sent a line that is not JSON ({e})"))?;
     let obj = value.as_object().ok_or("sent a JSON value that is not an object")?;
     if obj.contains_key("method") {
         Ok(Incoming::Request { has_id: obj.get("id").is_some_and(|id| !id.is_null()) })

@@ -83,7 +83,12 @@ impl Processes {
     }
 }
 
-fn report_spawn_failure(program: &str, cwd: Option<&str>, err: std::io::Error, stderr: std::os::fd::OwnedFd) -> ExitStatus {
+fn report_spawn_failure(
+    program: &str,
+    cwd: Option<&str>,
+    err: std::io::Error,
+    stderr: std::os::fd::OwnedFd,
+) -> ExitStatus {
     use std::io::Write;
     let (code, what) = match err.kind() {
         std::io::ErrorKind::NotFound if cwd.is_some_and(|d| !std::path::Path::new(d).is_dir()) => {

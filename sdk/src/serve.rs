@@ -226,12 +226,8 @@ async fn run_loop<C: Send + Sync + 'static>(module: RpcModule<C>, on_peer: impl 
     if let Ok(mut sigint) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
         tokio::spawn(async move { while sigint.recv().await.is_some() {} });
     }
-    let peer = Peer::start(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        module,
-        PeerOptions { expect_response_first: false },
-    );
+    let peer =
+        Peer::start(tokio::io::stdin(), tokio::io::stdout(), module, PeerOptions { expect_response_first: false });
     on_peer(peer.clone());
     peer.closed().await;
 }
@@ -240,11 +236,8 @@ fn main_with<F>(serve: F) -> !
 where
     F: std::future::Future<Output = std::io::Result<()>>,
 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
     let code = match runtime.block_on(serve) {
         Ok(()) => 0,
         Err(e) => {

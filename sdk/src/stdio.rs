@@ -102,7 +102,8 @@ pub fn receive_blocking(path: &Path) -> io::Result<StdioFds> {
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut byte = [0u8; 1];
-    let msg = rustix::net::recvmsg(conn.inner(), &mut [IoSliceMut::new(&mut byte)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let msg =
+        rustix::net::recvmsg(conn.inner(), &mut [IoSliceMut::new(&mut byte)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
     if msg.bytes == 0 {
         return Err(io::Error::other("stdio socket closed without sending descriptors"));
     }

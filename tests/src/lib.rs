@@ -57,7 +57,69 @@ pub fn skip(test: &str, reason: &str) {
 
 /// Whether `program` is on PATH.
 pub fn have(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file())).unwrap_or(false)
+}
+
+/// A `tinybox` command against its own store in a temporary directory.
+pub struct Cli {
+    pub home: tempfile::TempDir,
+}
+
+impl Cli {
+    pub fn new() -> Cli {
+        Cli { home: tempfile::tempdir().expect("temp dir") }
+    }
+
+    /// `tinybox --store <home> ARGS`, with only the workspace's built drivers.
+    pub fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(bin("tinybox"));
+        c.arg("--store").arg(self.home.path()).args(args);
+        c.env("TINYBOX_DRIVER_PATH", "").env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        c
+    }
+
+    /// Runs to completion with empty stdin; returns (status, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.cmd(args).stdin(std::process::Stdio::null()).output().expect("run tinybox");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// Creates a box and returns its identifier.
+    pub fn create(&self, args: &[&str]) -> String {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let (code, out, err) = self.run(&all);
+        assert_eq!(code, 0, "create {args:?} failed: {err}");
+        out.trim().to_owned()
+    }
+
+    /// The store document's bytes (empty when there is none yet).
+    pub fn store_bytes(&self) -> Vec<u8> {
+        std::fs::read(self.home.path().join("boxes.json")).unwrap_or_default()
+    }
+}
+
+impl Default for Cli {
+    fn default() -> Self {
+        Cli::new()
+    }
+}
+
+/// Reads one line from `r`, failing the test if none arrives within `guard`.
+/// The guard only stops a hung test; it asserts nothing about speed.
+pub fn read_line_within<R: std::io::BufRead + Send + 'static>(mut r: R, guard: Duration) -> (String, R) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let n = r.read_line(&mut line).expect("read line");
+        let _ = tx.send((n, line, r));
+    });
+    match rx.recv_timeout(guard) {
+        Ok((_, line, r)) => (line, r),
+        Err(_) => panic!("no line within {guard:?}: output is not streaming or the command hung"),
+    }
 }

@@ -9,7 +9,18 @@ pub async fn run(app: &App) -> Result<u8, Error> {
         output::json(&reports);
         return Ok(0);
     }
-    let mut t = output::table(&["NAME", "ROLE", "VERSION", "PROTOCOL", "HEALTH", "ISOLATION", "SNAPSHOT", "FEATURES", "LIMITS", "NETWORK"]);
+    let mut t = output::table(&[
+        "NAME",
+        "ROLE",
+        "VERSION",
+        "PROTOCOL",
+        "HEALTH",
+        "ISOLATION",
+        "SNAPSHOT",
+        "FEATURES",
+        "LIMITS",
+        "NETWORK",
+    ]);
     for r in &reports {
         let dash = || "-".to_string();
         let caps = r.capabilities.as_ref();

@@ -45,14 +45,18 @@ pub async fn run_in(
     timeout: Option<Duration>,
     interactive: bool,
 ) -> Result<u8, Error> {
-    let stdio = crate::stdio::command_stdio(interactive).map_err(|e| Error::io("cannot prepare the command's streams", e))?;
+    let stdio =
+        crate::stdio::command_stdio(interactive).map_err(|e| Error::io("cannot prepare the command's streams", e))?;
     let reason = Arc::new(Mutex::new(None));
     let stop = stop_signal(timeout, reason.clone());
     let outcome = app.engine.exec(id, request, stdio, target, stop).await?;
     let stopped = *reason.lock().expect("stop reason");
     let code = match (outcome.cancelled, stopped) {
         (true, Some(StopReason::TimedOut)) => {
-            eprintln!("tinybox: the command ran longer than {} and was stopped", humantime::format_duration(timeout.unwrap_or_default()));
+            eprintln!(
+                "tinybox: the command ran longer than {} and was stopped",
+                humantime::format_duration(timeout.unwrap_or_default())
+            );
             124
         }
         (true, Some(StopReason::Interrupted)) => 130,

@@ -21,10 +21,13 @@ impl InspectCmd {
         let now = app.engine.now();
         let mut rows: Vec<(&str, String)> = Vec::new();
         rows.push(("id", info.id.to_string()));
-        rows.push(("state", match &view.state_detail {
-            Some(d) => format!("{} ({d})", view.state),
-            None => view.state.to_string(),
-        }));
+        rows.push((
+            "state",
+            match &view.state_detail {
+                Some(d) => format!("{} ({d})", view.state),
+                None => view.state.to_string(),
+            },
+        ));
         if let Some(ws) = &info.workspace {
             rows.push(("placement", ws.placement.to_string()));
             let untrusted = if ws.isolation >= tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR {

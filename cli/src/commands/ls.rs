@@ -25,7 +25,15 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             tinybox_core::model::Lifecycle::Persistent { .. } => "persistent",
         };
         let age = b.created_at.map(|c| output::span(now.saturating_sub(c))).unwrap_or_else(|| "unknown".into());
-        t.add_row(vec![b.id.to_string(), placement, isolation, network, lifecycle.into(), output::expires(b, now), age]);
+        t.add_row(vec![
+            b.id.to_string(),
+            placement,
+            isolation,
+            network,
+            lifecycle.into(),
+            output::expires(b, now),
+            age,
+        ]);
     }
     output::print_table(&t);
     Ok(0)

@@ -32,7 +32,12 @@ impl TemplateCmd {
                     let mut t = output::table(&["NAME", "SNAPSHOT", "PLACEMENT", "CREATED"]);
                     for tpl in &all {
                         let created = tpl.created_at.map(output::timestamp).unwrap_or_else(|| "unknown".into());
-                        t.add_row(vec![tpl.name.to_string(), tpl.snapshot.to_string(), format!("{}/{}", tpl.host, tpl.sandbox), created]);
+                        t.add_row(vec![
+                            tpl.name.to_string(),
+                            tpl.snapshot.to_string(),
+                            format!("{}/{}", tpl.host, tpl.sandbox),
+                            created,
+                        ]);
                     }
                     output::print_table(&t);
                 }

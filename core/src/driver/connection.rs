@@ -49,7 +49,11 @@ impl Timeouts {
     /// Defaults, overridable with TINYBOX_HANDSHAKE_TIMEOUT_MS and TINYBOX_DRIVER_TIMEOUT_MS.
     pub fn from_env() -> Self {
         let ms = |var: &str, default: u64| {
-            std::env::var(var).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis).unwrap_or(Duration::from_millis(default))
+            std::env::var(var)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(Duration::from_millis)
+                .unwrap_or(Duration::from_millis(default))
         };
         Timeouts {
             handshake: ms("TINYBOX_HANDSHAKE_TIMEOUT_MS", 10_000),

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId};
 use tinybox_sdk::protocol::{
-    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, Health, InspectResult,
-    Role, RunParams, RunResult, SnapshotResult, method,
+    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, Health, InspectResult, Role,
+    RunParams, RunResult, SnapshotResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -75,8 +75,14 @@ fn reverse_methods(reverse: Arc<Reverse>) -> RpcModule<Arc<Reverse>> {
 /// A sandbox, ready to make and drive boxes on one host.
 pub enum SandboxLink {
     /// Lives in core, confines nothing, delegates every command to its host.
-    Passthrough { host: Arc<HostLink> },
-    Driver { name: SandboxName, conn: Connection, reverse: Arc<Reverse> },
+    Passthrough {
+        host: Arc<HostLink>,
+    },
+    Driver {
+        name: SandboxName,
+        conn: Connection,
+        reverse: Arc<Reverse>,
+    },
 }
 
 impl SandboxLink {
@@ -90,7 +96,9 @@ impl SandboxLink {
     pub fn capabilities(&self) -> SandboxCapabilities {
         match self {
             SandboxLink::Passthrough { .. } => passthrough::capabilities(),
-            SandboxLink::Driver { conn, .. } => conn.hello.capabilities.clone().unwrap_or_else(SandboxCapabilities::nothing),
+            SandboxLink::Driver { conn, .. } => {
+                conn.hello.capabilities.clone().unwrap_or_else(SandboxCapabilities::nothing)
+            }
         }
     }
 
@@ -128,8 +136,7 @@ impl SandboxLink {
                 if forwarded {
                     reverse.host.cancel(exec_id).await?;
                 }
-                conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() })
-                    .await?;
+                conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() }).await?;
                 Ok(())
             }
         }
@@ -210,7 +217,8 @@ impl Drivers {
             SandboxLink::Passthrough { host: host_link }
         } else {
             let reverse = Arc::new(Reverse { host: host_link, forwarded: Mutex::new(HashSet::new()) });
-            let conn = spawn_checked(name.as_str(), Role::Sandbox, reverse_methods(reverse.clone()), &self.config).await?;
+            let conn =
+                spawn_checked(name.as_str(), Role::Sandbox, reverse_methods(reverse.clone()), &self.config).await?;
             SandboxLink::Driver { name: name.clone(), conn, reverse }
         };
         let link = Arc::new(link);

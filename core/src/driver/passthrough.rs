@@ -6,7 +6,9 @@
 
 use std::collections::BTreeSet;
 
-use tinybox_sdk::model::{ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, WorkspaceSource};
+use tinybox_sdk::model::{
+    ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, WorkspaceSource,
+};
 use tinybox_sdk::protocol::{BoxRef, BoxState, CreateParams, CreateResult, ExecParams, InspectResult, RunParams};
 
 use super::HostLink;

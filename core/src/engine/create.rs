@@ -38,7 +38,8 @@ impl Tinybox {
                     match make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone()).await {
                         Ok(i) => Some(i),
                         Err(e) => {
-                            let _ = ws_link.destroy(BoxRef { box_id: id.clone(), handle: workspace.handle.clone() }).await;
+                            let _ =
+                                ws_link.destroy(BoxRef { box_id: id.clone(), handle: workspace.handle.clone() }).await;
                             return Err(e);
                         }
                     }
@@ -62,7 +63,8 @@ impl Tinybox {
 
     /// The snapshot a template names, checked against the sandbox it was taken with.
     pub fn template_source(&self, name: &TemplateName, workspace: &Placement) -> Result<WorkspaceSource> {
-        let templates = self.templates.as_ref().ok_or_else(|| Error::Refused("this store keeps no templates".into()))?;
+        let templates =
+            self.templates.as_ref().ok_or_else(|| Error::Refused("this store keeps no templates".into()))?;
         let t = templates
             .get(name)?
             .ok_or_else(|| Error::Refused(format!("no template named {name}; `tinybox template ls` lists them")))?;

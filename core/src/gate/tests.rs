@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use tinybox_sdk::model::{IsolationLevel, PortMapping, SourceKind, SnapshotId};
+use tinybox_sdk::model::{IsolationLevel, PortMapping, SnapshotId, SourceKind};
 
 use super::*;
 use crate::model::Placement;

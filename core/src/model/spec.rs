@@ -60,7 +60,9 @@ impl Lifecycle {
 
     pub fn validate(&self) -> Result<(), String> {
         match *self {
-            Lifecycle::Ephemeral { ttl_secs: 0 } => Err("ttl 0s is not positive; a box must live at least one second".into()),
+            Lifecycle::Ephemeral { ttl_secs: 0 } => {
+                Err("ttl 0s is not positive; a box must live at least one second".into())
+            }
             Lifecycle::Persistent { autosnapshot_secs: 0 } => {
                 Err("autosnapshot interval 0s is not positive; use at least one second".into())
             }

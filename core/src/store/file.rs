@@ -1,0 +1,335 @@
+//! The store the CLI uses: one JSON document in a directory, shared by every
+//! tinybox process on the machine.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use fs4::FileExt;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tinybox_sdk::model::BoxId;
+
+use super::{Store, StoreError, lowest_free, sort_boxes};
+use crate::model::BoxInfo;
+
+/// The document format this build writes and the newest it reads.
+pub(crate) const DOC_VERSION: u32 = 1;
+
+pub(crate) fn legacy_version() -> u32 {
+    // Documents written before the field existed are the first format.
+    1
+}
+
+/// A document kept by [`JsonDoc`]: serializable, empty by default, and able
+/// to say what is wrong with it beyond what serde checks.
+pub(crate) trait Document: Serialize + DeserializeOwned + Default + Clone + PartialEq {
+    /// Rules serde cannot express (a supported version, unique keys).
+    fn check(&self) -> Result<(), String>;
+    /// Puts the document in the order it is written in.
+    fn normalize(&mut self) {}
+}
+
+/// Checks a document's format version: a newer one may hold what this build
+/// would drop on rewrite, so it is refused rather than downgraded.
+pub(crate) fn check_version(version: u32) -> Result<(), String> {
+    if version > DOC_VERSION {
+        return Err(format!(
+            "version {version} is newer than this tinybox reads (up to {DOC_VERSION}); upgrade tinybox"
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON document in a directory, read under a shared lock and changed
+/// under an exclusive one, and replaced atomically.
+///
+/// The lock is taken on a separate, never-replaced file: the document
+/// itself is swapped by rename, so a lock on it would guard an inode the
+/// next writer no longer uses.
+#[derive(Debug)]
+pub(crate) struct JsonDoc<T> {
+    dir: PathBuf,
+    path: PathBuf,
+    lock: PathBuf,
+    temp_prefix: String,
+    _doc: PhantomData<fn() -> T>,
+}
+
+impl<T: Document> JsonDoc<T> {
+    /// `<dir>/<name>.json`, locked through `<dir>/<name>.lock`. Creates the
+    /// directory (mode 0700: boxes and templates are the user's own).
+    pub(crate) fn open(dir: impl Into<PathBuf>, name: &str) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| StoreError::Io { path: dir.clone(), source })?;
+        Ok(JsonDoc {
+            path: dir.join(format!("{name}.json")),
+            lock: dir.join(format!("{name}.lock")),
+            temp_prefix: format!(".{name}.json."),
+            dir,
+            _doc: PhantomData,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The document as it is on disk; empty if it was never written.
+    pub(crate) fn read(&self) -> Result<T, StoreError> {
+        let _lock = self.lock(false)?;
+        self.load()
+    }
+
+    /// Runs `f` on the document under the exclusive lock and writes the
+    /// result back if `f` succeeded and changed it. A document that fails to
+    /// load is never written over.
+    pub(crate) fn modify<R>(&self, f: impl FnOnce(&mut T) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        let _lock = self.lock(true)?;
+        let before = self.load()?;
+        let mut doc = before.clone();
+        let out = f(&mut doc)?;
+        doc.normalize();
+        if doc != before {
+            self.write(&doc)?;
+        }
+        Ok(out)
+    }
+
+    fn io(&self, path: &Path) -> impl FnOnce(io::Error) -> StoreError {
+        let path = path.to_owned();
+        move |source| StoreError::Io { path, source }
+    }
+
+    /// Held until the returned file is dropped: closing the descriptor
+    /// releases the lock, and the kernel does so too if the process dies.
+    fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
+        // A fresh descriptor per operation: flock locks belong to the open
+        // file description, so two threads sharing one would not exclude
+        // each other.
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&self.lock)
+            .map_err(self.io(&self.lock))?;
+        // Fully qualified: std's File has inherent methods of the same names
+        // that method syntax would pick over fs4's.
+        let locked = if exclusive { FileExt::lock(&file) } else { FileExt::lock_shared(&file) };
+        locked.map_err(self.io(&self.lock))?;
+        Ok(file)
+    }
+
+    fn load(&self) -> Result<T, StoreError> {
+        let bytes = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(T::default()),
+            Err(e) => return Err(self.io(&self.path)(e)),
+        };
+        let corrupt = |detail: String| StoreError::Corrupt { path: self.path.clone(), detail };
+        let doc: T = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        doc.check().map_err(corrupt)?;
+        Ok(doc)
+    }
+
+    /// Temporary file, fsync, rename, fsync the directory: a reader sees the
+    /// old document or the new one, and after a crash the rename is durable.
+    fn write(&self, doc: &T) -> Result<(), StoreError> {
+        let mut bytes = serde_json::to_vec_pretty(doc)
+            .map_err(|e| self.io(&self.path)(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        bytes.push(b'\n');
+        self.remove_stale_temps();
+        let mut temp = tempfile::Builder::new()
+            .prefix(&self.temp_prefix)
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .map_err(self.io(&self.dir))?;
+        temp.write_all(&bytes).map_err(self.io(temp.path()))?;
+        temp.as_file().sync_all().map_err(self.io(temp.path()))?;
+        temp.persist(&self.path).map_err(|e| self.io(&self.path)(e.error))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(self.io(&self.dir))
+    }
+
+    /// Clears temporary files left by writers that were killed mid-write.
+    /// Only called under the exclusive lock, when no other writer of this
+    /// document can be using one.
+    fn remove_stale_temps(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&self.temp_prefix) && name.ends_with(".tmp") {
+                // Best effort: a leftover only costs disk space.
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// `boxes.json`: `{"version": 1, "boxes": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BoxesDoc {
+    #[serde(default = "legacy_version")]
+    version: u32,
+    boxes: Vec<BoxInfo>,
+}
+
+impl Default for BoxesDoc {
+    fn default() -> Self {
+        BoxesDoc { version: DOC_VERSION, boxes: Vec::new() }
+    }
+}
+
+impl Document for BoxesDoc {
+    fn check(&self) -> Result<(), String> {
+        check_version(self.version)?;
+        let mut seen = std::collections::BTreeSet::new();
+        match self.boxes.iter().find(|b| !seen.insert(&b.id)) {
+            Some(dup) => Err(format!("box {} appears twice; identifiers are unique", dup.id)),
+            None => Ok(()),
+        }
+    }
+
+    fn normalize(&mut self) {
+        self.version = DOC_VERSION;
+        sort_boxes(&mut self.boxes);
+    }
+}
+
+/// Boxes recorded in `<dir>/boxes.json`, safe to share between processes.
+#[derive(Debug)]
+pub struct FileStore {
+    doc: JsonDoc<BoxesDoc>,
+}
+
+impl FileStore {
+    /// A store in `dir`, created (mode 0700) if missing. The document is
+    /// not read until the first operation.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
+        Ok(FileStore { doc: JsonDoc::open(dir, "boxes")? })
+    }
+
+    /// Where the document lives.
+    pub fn path(&self) -> &Path {
+        self.doc.path()
+    }
+}
+
+impl Store for FileStore {
+    fn list(&self) -> Result<Vec<BoxInfo>, StoreError> {
+        let mut boxes = self.doc.read()?.boxes;
+        // Sorted on write already, but a hand-edited document need not be.
+        sort_boxes(&mut boxes);
+        Ok(boxes)
+    }
+
+    fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
+        Ok(self.doc.read()?.boxes.into_iter().find(|b| &b.id == id))
+    }
+
+    fn next_free_id(&self) -> Result<BoxId, StoreError> {
+        Ok(lowest_free(self.doc.read()?.boxes.iter().map(|b| &b.id)))
+    }
+
+    fn insert(&self, info: BoxInfo) -> Result<(), StoreError> {
+        self.doc.modify(|doc| {
+            if doc.boxes.iter().any(|b| b.id == info.id) {
+                return Err(StoreError::Exists(info.id));
+            }
+            doc.boxes.push(info);
+            Ok(())
+        })
+    }
+
+    fn update(&self, id: &BoxId, change: &mut dyn FnMut(&mut BoxInfo)) -> Result<BoxInfo, StoreError> {
+        self.doc.modify(|doc| {
+            let found = doc.boxes.iter_mut().find(|b| &b.id == id).ok_or_else(|| StoreError::NotFound(id.clone()))?;
+            change(found);
+            // The identifier is the record's key: an update cannot rename.
+            found.id = id.clone();
+            Ok(found.clone())
+        })
+    }
+
+    fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
+        self.doc.modify(|doc| {
+            let at = doc.boxes.iter().position(|b| &b.id == id);
+            Ok(at.map(|i| doc.boxes.remove(i)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::model::{BoxSpec, Placement};
+
+    fn record(id: &str) -> BoxInfo {
+        BoxInfo::creating(BoxId::new(id).unwrap(), BoxSpec::new(Placement::local_passthrough()), None)
+    }
+
+    #[test]
+    fn open_creates_a_private_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        FileStore::open(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn the_document_is_versioned_sorted_and_written_only_on_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileStore::open(tmp.path()).unwrap();
+        for id in ["box-10", "box-2"] {
+            store.insert(record(id)).unwrap();
+        }
+        let doc: serde_json::Value = serde_json::from_slice(&fs::read(store.path()).unwrap()).unwrap();
+        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["boxes"][0]["id"], "box-2");
+        assert_eq!(doc["boxes"][1]["id"], "box-10");
+
+        let inode = || std::os::unix::fs::MetadataExt::ino(&fs::metadata(store.path()).unwrap());
+        let before = inode();
+        assert!(store.remove(&BoxId::new("box-5").unwrap()).unwrap().is_none());
+        assert!(matches!(store.insert(record("box-2")), Err(StoreError::Exists(_))));
+        assert_eq!(inode(), before, "a no-op must not rewrite the document");
+    }
+
+    #[test]
+    fn a_newer_version_or_a_duplicate_is_corrupt() {
+        for text in [r#"{"version": 2, "boxes": []}"#, r#"{"boxes": [BOX, BOX]}"#] {
+            let one = serde_json::to_string(&record("box-0")).unwrap();
+            let tmp = tempfile::tempdir().unwrap();
+            let store = FileStore::open(tmp.path()).unwrap();
+            fs::write(store.path(), text.replace("BOX", &one)).unwrap();
+            assert!(matches!(store.list(), Err(StoreError::Corrupt { .. })), "{text}");
+        }
+    }
+
+    #[test]
+    fn stale_temporary_files_are_cleared_by_the_next_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileStore::open(tmp.path()).unwrap();
+        let stale = tmp.path().join(".boxes.json.abc123.tmp");
+        let other = tmp.path().join(".templates.json.abc123.tmp");
+        fs::write(&stale, b"{").unwrap();
+        fs::write(&other, b"{").unwrap();
+        store.list().unwrap();
+        assert!(stale.exists(), "readers leave temporary files alone");
+        store.insert(record("box-0")).unwrap();
+        assert!(!stale.exists());
+        assert!(other.exists(), "another document's temporary files are not ours");
+    }
+}

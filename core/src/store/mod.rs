@@ -87,5 +87,6 @@ pub fn lowest_free<'a>(taken: impl IntoIterator<Item = &'a BoxId>) -> BoxId {
 
 /// Orders boxes by number where they have one, then by name.
 pub fn sort_boxes(boxes: &mut [BoxInfo]) {
-    boxes.sort_by(|a, b| (box_number(&a.id), a.id.as_str()).cmp(&(box_number(&b.id), b.id.as_str())));
+    let key = |b: &BoxInfo| (box_number(&b.id).is_none(), box_number(&b.id), b.id.as_str().to_owned());
+    boxes.sort_by_key(key);
 }

@@ -56,7 +56,9 @@ pub struct Resources {
 
 /// A limit that is zero, negative or not a number.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{limit} limit {value} is not positive; every limit must be greater than zero (zero means \"unlimited\" to some backends and \"nothing\" to others)")]
+#[error(
+    "{limit} limit {value} is not positive; every limit must be greater than zero (zero means \"unlimited\" to some backends and \"nothing\" to others)"
+)]
 pub struct NonPositiveLimit {
     pub limit: Limit,
     pub value: String,
@@ -109,7 +111,8 @@ impl Resources {
                 return Err(NonPositiveLimit { limit: Limit::Cpu, value: c.to_string() });
             }
         }
-        for (limit, v) in [(Limit::Memory, self.memory_bytes), (Limit::Pids, self.pids), (Limit::Disk, self.disk_bytes)] {
+        for (limit, v) in [(Limit::Memory, self.memory_bytes), (Limit::Pids, self.pids), (Limit::Disk, self.disk_bytes)]
+        {
             if v == Some(0) {
                 return Err(NonPositiveLimit { limit, value: "0".into() });
             }
@@ -123,7 +126,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("size {text:?} is not a number with an optional unit (K, M, G, T; e.g. 512M, 2G)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size {text:?} is not a number with an optional unit (K, M, G, T; e.g. 512M, 2G)"))?;
     let mult: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,

@@ -18,7 +18,11 @@ pub enum WorkspaceSource {
     /// A snapshot taken earlier (resume, fork, or a template).
     Snapshot { id: SnapshotId },
     /// A git repository (no backend clones one yet).
-    GitRepo { url: String, #[serde(default, skip_serializing_if = "Option::is_none")] rev: Option<String> },
+    GitRepo {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rev: Option<String>,
+    },
 }
 
 impl WorkspaceSource {
