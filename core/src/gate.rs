@@ -26,10 +26,10 @@ pub struct Admitted {
 pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &BoxSpec) -> Result<Admitted> {
     let refuse = |capability: String| Err(Error::unsupported(sandbox, capability));
 
-    if let Some(floor) = spec.min_isolation {
-        if caps.isolation < floor {
-            return refuse(format!("isolation {floor} or stronger (it declares {})", caps.isolation));
-        }
+    if let Some(floor) = spec.min_isolation
+        && caps.isolation < floor
+    {
+        return refuse(format!("isolation {floor} or stronger (it declares {})", caps.isolation));
     }
     if let Some(source) = &spec.source {
         if !caps.sources.contains(&source.kind()) {

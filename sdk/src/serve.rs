@@ -137,7 +137,7 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
     let state = State { driver: driver.clone(), role: Role::Host, handshaken: AtomicBool::new(false), host };
     let mut module = RpcModule::new(state);
     module
-        .register_method(method::HANDSHAKE, |params, s, _| handshake(&s, &params, s.driver.info(), None))
+        .register_method(method::HANDSHAKE, |params, s, _| handshake(s, &params, s.driver.info(), None))
         .expect("unique method");
     module
         .register_async_method(method::HOST_RUN, |params, s, _| async move {
@@ -167,7 +167,7 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
     let mut module = RpcModule::new(state);
     module
         .register_method(method::HANDSHAKE, |params, s, _| {
-            handshake(&s, &params, s.driver.info(), Some(s.driver.capabilities()))
+            handshake(s, &params, s.driver.info(), Some(s.driver.capabilities()))
         })
         .expect("unique method");
     module

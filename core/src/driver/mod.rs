@@ -73,6 +73,8 @@ fn reverse_methods(reverse: Arc<Reverse>) -> RpcModule<Arc<Reverse>> {
 }
 
 /// A sandbox, ready to make and drive boxes on one host.
+// One per (sandbox, host) per process, behind an Arc: its size is irrelevant.
+#[allow(clippy::large_enum_variant)]
 pub enum SandboxLink {
     /// Lives in core, confines nothing, delegates every command to its host.
     Passthrough {

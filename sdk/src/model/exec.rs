@@ -55,10 +55,10 @@ impl ExecRequest {
                 return Err(ExecRequestError::NulInEnvValue { name: name.clone() });
             }
         }
-        if let Some(cwd) = &self.cwd {
-            if cwd.contains('\0') {
-                return Err(ExecRequestError::NulInCwd { cwd: cwd.clone() });
-            }
+        if let Some(cwd) = &self.cwd
+            && cwd.contains('\0')
+        {
+            return Err(ExecRequestError::NulInCwd { cwd: cwd.clone() });
         }
         Ok(())
     }

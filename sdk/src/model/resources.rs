@@ -106,10 +106,10 @@ impl Resources {
 
     /// Every set limit must be positive (and finite).
     pub fn validate(&self) -> Result<(), NonPositiveLimit> {
-        if let Some(c) = self.cpus {
-            if !(c.is_finite() && c > 0.0) {
-                return Err(NonPositiveLimit { limit: Limit::Cpu, value: c.to_string() });
-            }
+        if let Some(c) = self.cpus
+            && !(c.is_finite() && c > 0.0)
+        {
+            return Err(NonPositiveLimit { limit: Limit::Cpu, value: c.to_string() });
         }
         for (limit, v) in [(Limit::Memory, self.memory_bytes), (Limit::Pids, self.pids), (Limit::Disk, self.disk_bytes)]
         {
@@ -143,7 +143,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// Formats bytes the way [`parse_size`] reads them, exactly where possible.
 pub fn format_size(bytes: u64) -> String {
     for (unit, m) in [("T", 1u64 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)] {
-        if bytes >= m && bytes % m == 0 {
+        if bytes >= m && bytes.is_multiple_of(m) {
             return format!("{}{unit}", bytes / m);
         }
     }
