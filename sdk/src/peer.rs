@@ -34,12 +34,40 @@ pub enum CallError {
     /// The peer answered with an error.
     #[error("{0}")]
     Remote(DriverError),
-    /// The connection broke before an answer came; the reason says how.
+    /// The connection ended before an answer came: the peer closed it or
+    /// the stream failed. Whether the peer process died is for the caller to find out.
     #[error("{0}")]
     Closed(String),
+    /// The peer sent something that is not the protocol; the connection was dropped.
+    #[error("{0}")]
+    Violation(String),
     /// The answer did not have the shape the method promises.
     #[error("malformed answer to {method}: {detail}")]
     Malformed { method: String, detail: String },
+}
+
+/// Why a connection's incoming side ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// End of file, or the stream failed.
+    Ended(String),
+    /// The peer broke the protocol.
+    Violation(String),
+}
+
+impl CloseReason {
+    fn into_error(self) -> CallError {
+        match self {
+            CloseReason::Ended(r) => CallError::Closed(r),
+            CloseReason::Violation(r) => CallError::Violation(r),
+        }
+    }
+
+    fn text(&self) -> &str {
+        match self {
+            CloseReason::Ended(r) | CloseReason::Violation(r) => r,
+        }
+    }
 }
 
 /// Settings for one end.
@@ -54,7 +82,7 @@ pub struct PeerOptions {
 #[derive(Clone)]
 pub struct Peer {
     client: Arc<Client>,
-    closed: Arc<Mutex<Option<String>>>,
+    closed: Arc<Mutex<Option<CloseReason>>>,
     closed_rx: watch::Receiver<bool>,
     shutdown: Arc<watch::Sender<bool>>,
 }
@@ -135,12 +163,14 @@ impl Peer {
             Err(jsonrpsee::core::ClientError::ParseError(e)) => {
                 Err(CallError::Malformed { method: method.to_owned(), detail: e.to_string() })
             }
-            Err(other) => Err(CallError::Closed(self.close_reason().unwrap_or_else(|| other.to_string()))),
+            Err(other) => {
+                Err(self.close_reason().map(CloseReason::into_error).unwrap_or(CallError::Closed(other.to_string())))
+            }
         }
     }
 
     /// Why the connection closed, once it has.
-    pub fn close_reason(&self) -> Option<String> {
+    pub fn close_reason(&self) -> Option<CloseReason> {
         self.closed.lock().expect("close reason lock").clone()
     }
 
@@ -222,7 +252,7 @@ async fn read_lines<R, C>(
     out: mpsc::Sender<String>,
     methods: Arc<RpcModule<C>>,
     options: PeerOptions,
-    closed: Arc<Mutex<Option<String>>>,
+    closed: Arc<Mutex<Option<CloseReason>>>,
     closed_tx: watch::Sender<bool>,
 ) where
     R: AsyncRead + Unpin,
@@ -232,29 +262,32 @@ async fn read_lines<R, C>(
     let mut seen_response = false;
     let reason = loop {
         let line = match lines.next().await {
-            None => break "closed its end of the connection".to_owned(),
+            None => break CloseReason::Ended("closed its end of the connection".to_owned()),
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                break format!("sent a message longer than {MAX_MESSAGE_BYTES} bytes");
+                break CloseReason::Violation(format!("sent a message longer than {MAX_MESSAGE_BYTES} bytes"));
             }
             Some(Err(LinesCodecError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => {
-                break "sent bytes that are not UTF-8".to_owned();
+                break CloseReason::Violation("sent bytes that are not UTF-8".to_owned());
             }
-            Some(Err(LinesCodecError::Io(e))) => break format!("connection failed: {e}"),
+            Some(Err(LinesCodecError::Io(e))) => break CloseReason::Ended(format!("connection failed: {e}")),
             Some(Ok(line)) => line,
         };
         if line.trim().is_empty() {
             continue;
         }
         match classify(&line) {
-            Err(what) => break format!("{what}: {:?}", preview(&line)),
+            Err(what) => break CloseReason::Violation(format!("{what}: {:?}", preview(&line))),
             Ok(Incoming::Response) => {
                 seen_response = true;
                 if to_client.send(Ok(line)).await.is_err() {
-                    break "connection dropped".to_owned();
+                    break CloseReason::Ended("connection dropped".to_owned());
                 }
             }
             Ok(Incoming::Request { .. }) if options.expect_response_first && !seen_response => {
-                break format!("sent a request before answering the handshake: {:?}", preview(&line));
+                break CloseReason::Violation(format!(
+                    "sent a request before answering the handshake: {:?}",
+                    preview(&line)
+                ));
             }
             Ok(Incoming::Request { has_id }) => {
                 let methods = methods.clone();
@@ -272,7 +305,7 @@ async fn read_lines<R, C>(
         }
     };
     *closed.lock().expect("close reason lock") = Some(reason.clone());
-    let _ = to_client.send(Err(reason)).await;
+    let _ = to_client.send(Err(reason.text().to_owned())).await;
     let _ = closed_tx.send(true);
 }
 

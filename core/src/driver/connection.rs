@@ -63,12 +63,43 @@ impl Timeouts {
 }
 
 /// The last few KiB a driver wrote to stderr.
-#[derive(Clone, Default)]
-pub struct StderrTail(Arc<Mutex<Vec<u8>>>);
+#[derive(Clone)]
+pub struct StderrTail {
+    buf: Arc<Mutex<Vec<u8>>>,
+    /// Becomes true when the driver's stderr reaches end of file.
+    drained: tokio::sync::watch::Receiver<bool>,
+}
+
+/// How long to wait for a dead driver's stderr to drain (a grandchild may hold it open).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 impl StderrTail {
+    /// Reads `stderr` to its end in the background, keeping the tail.
+    fn collect(mut stderr: tokio::process::ChildStderr) -> StderrTail {
+        let (done_tx, drained) = tokio::sync::watch::channel(false);
+        let tail = StderrTail { buf: Arc::default(), drained };
+        let sink = tail.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.push(&buf[..n]);
+            }
+            let _ = done_tx.send(true);
+        });
+        tail
+    }
+
+    /// Waits (briefly) until everything the driver wrote has been read.
+    async fn drain(&self) {
+        let mut rx = self.drained.clone();
+        let _ = tokio::time::timeout(STDERR_DRAIN, rx.wait_for(|done| *done)).await;
+    }
+
     fn push(&self, bytes: &[u8]) {
-        let mut buf = self.0.lock().expect("stderr tail");
+        let mut buf = self.buf.lock().expect("stderr tail");
         buf.extend_from_slice(bytes);
         if buf.len() > STDERR_TAIL_BYTES {
             let cut = buf.len() - STDERR_TAIL_BYTES;
@@ -77,7 +108,7 @@ impl StderrTail {
     }
 
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("stderr tail")).into_owned()
+        String::from_utf8_lossy(&self.buf.lock().expect("stderr tail")).into_owned()
     }
 }
 
@@ -122,18 +153,7 @@ impl Connection {
             .map_err(|e| Error::io(format!("cannot start driver {name} ({})", path.display()), e))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
-        let mut stderr = child.stderr.take().expect("piped");
-        let tail = StderrTail::default();
-        let sink = tail.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                sink.push(&buf[..n]);
-            }
-        });
+        let tail = StderrTail::collect(child.stderr.take().expect("piped"));
         let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
         let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
         let hello = link.handshake().await?;
@@ -150,15 +170,7 @@ impl Link {
         };
         let call = self.peer.call::<_, HandshakeResult>(method::HANDSHAKE, params);
         let hello = match tokio::time::timeout(self.timeouts.handshake, call).await {
-            Err(_) => {
-                self.kill().await;
-                return Err(Error::DriverTimeout {
-                    driver: self.name.clone(),
-                    what: "the handshake".into(),
-                    after: self.timeouts.handshake,
-                    stderr_tail: self.tail.text(),
-                });
-            }
+            Err(_) => return Err(self.timed_out("the handshake", self.timeouts.handshake).await),
             Ok(Err(e)) => return Err(self.explain(e).await),
             Ok(Ok(hello)) => hello,
         };
@@ -178,12 +190,7 @@ impl Link {
         match tokio::time::timeout(self.timeouts.operation, self.peer.call::<P, T>(method, params)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(self.explain(e).await),
-            Err(_) => Err(Error::DriverTimeout {
-                driver: self.name.clone(),
-                what: method.to_owned(),
-                after: self.timeouts.operation,
-                stderr_tail: self.tail.text(),
-            }),
+            Err(_) => Err(self.timed_out(method, self.timeouts.operation).await),
         }
     }
 
@@ -195,6 +202,14 @@ impl Link {
         }
     }
 
+    /// A driver that does not answer in time is presumed hung and killed, so
+    /// it cannot finish the operation later behind core's back.
+    async fn timed_out(&self, what: &str, after: Duration) -> Error {
+        self.kill().await;
+        self.tail.drain().await;
+        Error::DriverTimeout { driver: self.name.clone(), what: what.to_owned(), after, stderr_tail: self.tail.text() }
+    }
+
     /// Turns a failed call into an error naming the driver and, when it
     /// died, its exit status and last words.
     async fn explain(&self, e: CallError) -> Error {
@@ -202,6 +217,10 @@ impl Link {
             CallError::Remote(err) => Error::Driver { driver: self.name.clone(), code: err.code, message: err.message },
             CallError::Malformed { method, detail } => {
                 Error::Protocol { driver: self.name.clone(), detail: format!("malformed answer to {method}: {detail}") }
+            }
+            CallError::Violation(detail) => {
+                self.kill().await;
+                Error::Protocol { driver: self.name.clone(), detail }
             }
             CallError::Closed(reason) => {
                 // Give a dying process a moment to be reaped so its status is known.
@@ -215,6 +234,7 @@ impl Link {
                         }
                     }
                 };
+                self.tail.drain().await;
                 match status {
                     Some(status) => Error::DriverDied {
                         driver: self.name.clone(),

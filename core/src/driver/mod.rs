@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId};
 use tinybox_sdk::protocol::{
-    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, Health, InspectResult, Role,
-    RunParams, RunResult, SnapshotResult, method,
+    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
+    InspectResult, Role, RunParams, RunResult, SnapshotResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -260,28 +260,38 @@ pub async fn spawn_checked<C: Send + Sync + 'static>(
 }
 
 async fn check_hello(name: &str, role: Role, conn: &Connection) -> Result<()> {
-    let hello = &conn.hello;
-    let refuse = |detail: String| Error::Protocol { driver: name.to_owned(), detail };
-    let problem = if hello.name != name {
-        Some(refuse(format!("its handshake calls it {:?}; a driver's name is its executable's suffix", hello.name)))
-    } else if hello.role != role {
-        Some(refuse(format!("it is a {} driver, but a {role} driver was needed", hello.role)))
-    } else if role == Role::Sandbox {
-        match &hello.capabilities {
-            None => Some(refuse("a sandbox driver must declare its capabilities in the handshake".into())),
-            Some(caps) => caps.check_consistent().err().map(|d| refuse(format!("its declaration {d}"))),
-        }
-    } else {
-        None
-    };
+    let problem =
+        hello_problem(name, Some(role), &conn.hello).map(|detail| Error::Protocol { driver: name.to_owned(), detail });
     if let Some(err) = problem {
         conn.close().await;
         return Err(err);
     }
+    let hello = &conn.hello;
     if !hello.health.ok {
         let detail = hello.health.detail.clone().unwrap_or_else(|| "it reports itself unhealthy".into());
         conn.close().await;
         return Err(Error::DriverUnavailable { driver: name.to_owned(), detail });
     }
     Ok(())
+}
+
+/// What is wrong with a handshake answer, if anything: a name other than
+/// the executable's suffix, the wrong role (when one is expected), or a
+/// sandbox whose declaration is missing or contradicts itself.
+pub fn hello_problem(name: &str, role: Option<Role>, hello: &HandshakeResult) -> Option<String> {
+    if hello.name != name {
+        return Some(format!("its handshake calls it {:?}; a driver's name is its executable's suffix", hello.name));
+    }
+    if let Some(role) = role {
+        if hello.role != role {
+            return Some(format!("it is a {} driver, but a {role} driver was needed", hello.role));
+        }
+    }
+    if hello.role == Role::Sandbox {
+        return match &hello.capabilities {
+            None => Some("a sandbox driver must declare its capabilities in the handshake".into()),
+            Some(caps) => caps.check_consistent().err().map(|d| format!("its declaration {d}")),
+        };
+    }
+    None
 }

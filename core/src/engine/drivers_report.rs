@@ -65,9 +65,7 @@ impl Tinybox {
                         report.protocol = Some(h.protocol.to_string());
                         report.health = Some(h.health.clone());
                         report.capabilities = h.capabilities.clone();
-                        if let Some(Err(d)) = h.capabilities.as_ref().map(|c| c.check_consistent()) {
-                            report.error = Some(format!("inconsistent declaration: {d}"));
-                        }
+                        report.error = crate::driver::hello_problem(&name, None, h);
                         conn.close().await;
                     }
                     Err(e) => report.error = Some(e.to_string()),

@@ -1,0 +1,201 @@
+//! The capability gate, end to end: with a sandbox that declares nothing,
+//! every gated operation is refused with `Error::Unsupported` before the
+//! driver hears of it — the driver's own log of the calls it received is
+//! the witness. And an exec through passthrough carries argv and streams
+//! byte for byte.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tinybox_core::clock::ManualClock;
+use tinybox_core::model::{
+    BoxSpec, HostName, IsolationLevel, NetworkPolicy, Placement, PortMapping, SandboxName, SnapshotId, WorkspaceSource,
+};
+use tinybox_core::{Error, Target, Tinybox};
+use tinybox_sdk::model::{ExecRequest, ExitStatus};
+use tinybox_sdk::stdio::StdioFds;
+
+const SANDBOX: &str = "declares-nothing";
+
+/// Only a hang reaches this; it asserts nothing about speed.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+
+async fn bounded<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(HANG_GUARD, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what} did not finish within {HANG_GUARD:?}"),
+    }
+}
+
+/// An engine whose only extra driver is `declares-nothing`, which appends
+/// each method it receives to `calls.log` beside its symlink.
+struct Setup {
+    dir: tempfile::TempDir,
+    engine: Tinybox,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let link = dir.path().join(format!("tinybox-driver-{SANDBOX}"));
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_misbehaving-driver"), link).expect("install the driver");
+        let engine = tinybox_tests::engine(&[dir.path().to_path_buf()], Arc::new(ManualClock::new(1000)));
+        Setup { dir, engine }
+    }
+
+    /// A plain box in `declares-nothing`: a local directory, nothing else asked.
+    fn spec(&self) -> BoxSpec {
+        let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new(SANDBOX).unwrap());
+        let mut spec = BoxSpec::new(placement);
+        spec.source = Some(WorkspaceSource::LocalDir { path: self.workdir() });
+        spec
+    }
+
+    fn workdir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// The methods the driver received, in order.
+    fn calls(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("calls.log")).unwrap_or_default();
+        log.lines().map(str::to_owned).collect()
+    }
+}
+
+/// Checks `err` is the gate's refusal naming `declares-nothing` and a
+/// capability containing `capability`.
+fn assert_unsupported(err: &Error, capability: &str) {
+    match err {
+        Error::Unsupported { sandbox, capability: what } => {
+            assert_eq!(sandbox.as_str(), SANDBOX);
+            assert!(what.contains(capability), "refused {what:?}, expected {capability:?}");
+        }
+        other => panic!("expected Unsupported({capability}), got {other:?}"),
+    }
+    assert!(err.to_string().contains(SANDBOX), "{err}");
+}
+
+/// Creates a box from `spec` as altered by `ask`, expecting the gate to
+/// refuse `capability` with nothing but the handshake reaching the driver.
+async fn create_is_refused(capability: &str, ask: impl FnOnce(&mut BoxSpec)) {
+    let s = Setup::new();
+    let mut spec = s.spec();
+    ask(&mut spec);
+    let err = bounded("create", s.engine.create(spec)).await.expect_err("the gate must refuse");
+    assert_unsupported(&err, capability);
+    assert!(s.engine.list().unwrap().is_empty(), "a refused create left a record");
+    bounded("closing the engine", s.engine.close()).await;
+    assert_eq!(s.calls(), ["handshake"], "the driver was called for a refused create");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_memory_limit_is_refused() {
+    create_is_refused("memory limit", |s| s.resources.memory_bytes = Some(1 << 30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_cpu_limit_is_refused() {
+    create_is_refused("cpu limit", |s| s.resources.cpus = Some(1.5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_pids_limit_is_refused() {
+    create_is_refused("pids limit", |s| s.resources.pids = Some(64)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_disk_limit_is_refused() {
+    create_is_refused("disk limit", |s| s.resources.disk_bytes = Some(1 << 30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_deny_is_refused() {
+    create_is_refused("network deny", |s| s.network = Some(NetworkPolicy::Denied)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_is_refused() {
+    create_is_refused("port_forward", |s| s.ports = vec![PortMapping { host: 18080, guest: 80 }]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolation_floor_above_its_declaration_is_refused() {
+    create_is_refused("isolation kernel", |s| s.min_isolation = Some(IsolationLevel::Kernel)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oci_image_source_is_refused() {
+    create_is_refused("workspace source oci_image", |s| {
+        s.source = Some(WorkspaceSource::OciImage { reference: "docker.io/library/alpine:3".into() })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_source_is_refused() {
+    create_is_refused("workspace source snapshot", |s| {
+        s.source = Some(WorkspaceSource::Snapshot { id: SnapshotId::new("snap-1").unwrap() })
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_box_is_created_but_never_snapshotted_or_forked() {
+    let s = Setup::new();
+    let info = bounded("create", s.engine.create(s.spec())).await.expect("a plain create is allowed");
+    let ws = info.workspace.as_ref().expect("created");
+    assert_eq!(ws.isolation, IsolationLevel::None);
+    assert_eq!(ws.workdir.as_deref(), Some(s.workdir().to_str().unwrap()));
+    let before = s.engine.list().unwrap();
+
+    let err = bounded("snapshot", s.engine.snapshot(&info.id)).await.expect_err("snapshot must be refused");
+    assert_unsupported(&err, "snapshot");
+    let err = bounded("fork", s.engine.fork(&info.id)).await.expect_err("fork must be refused");
+    // Fork needs a snapshot first, so either refusal is the gate's.
+    let Error::Unsupported { capability, .. } = &err else { panic!("expected Unsupported, got {err:?}") };
+    assert!(capability == "snapshot" || capability == "fork", "refused {capability:?}");
+    assert_unsupported(&err, capability);
+
+    assert_eq!(s.engine.list().unwrap(), before, "a refused snapshot or fork changed the store");
+    bounded("closing the engine", s.engine.close()).await;
+    let calls = s.calls();
+    assert_eq!(calls, ["handshake", "sandbox.create"]);
+    assert!(!calls.iter().any(|c| c == "sandbox.snapshot"));
+}
+
+fn file_stdio(dir: &Path) -> StdioFds {
+    StdioFds {
+        stdin: std::fs::File::open("/dev/null").expect("/dev/null").into(),
+        stdout: std::fs::File::create(dir.join("stdout")).expect("stdout file").into(),
+        stderr: std::fs::File::create(dir.join("stderr")).expect("stderr file").into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_exec_carries_argv_and_streams_byte_for_byte() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = tinybox_tests::engine(&[], Arc::new(ManualClock::new(1000)));
+    let mut spec = BoxSpec::new(Placement::local_passthrough());
+    spec.source = Some(WorkspaceSource::LocalDir { path: dir.path().to_path_buf() });
+    let info = bounded("create", engine.create(spec)).await.expect("create a passthrough box");
+
+    let argv =
+        ["sh", "-c", "printf '%s|' \"$@\"; echo; echo err >&2; exit 3", "sh", "a b", "'q'", ";", "$(x)", "new\nline"];
+    let run = engine.exec(
+        &info.id,
+        ExecRequest::new(argv),
+        file_stdio(dir.path()),
+        Target::Workspace,
+        std::future::pending(),
+    );
+    let outcome = bounded("exec", run).await.expect("exec");
+    assert_eq!(outcome.status, ExitStatus { code: Some(3), signal: None });
+    assert!(!outcome.cancelled);
+    assert_eq!(std::fs::read(dir.path().join("stdout")).unwrap(), b"a b|'q'|;|$(x)|new\nline|\n");
+    assert_eq!(std::fs::read(dir.path().join("stderr")).unwrap(), b"err\n");
+
+    bounded("remove", engine.remove(&info.id)).await.expect("remove");
+    bounded("closing the engine", engine.close()).await;
+}
