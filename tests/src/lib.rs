@@ -123,3 +123,18 @@ pub fn read_line_within<R: std::io::BufRead + Send + 'static>(mut r: R, guard: D
         Err(_) => panic!("no line within {guard:?}: output is not streaming or the command hung"),
     }
 }
+
+/// Streams for an in-process exec: empty stdin, stdout and stderr to pipes
+/// the test reads.
+pub fn piped_stdio() -> (tinybox_sdk::stdio::StdioFds, std::io::PipeReader, std::io::PipeReader) {
+    let (out_r, out_w) = std::io::pipe().expect("pipe");
+    let (err_r, err_w) = std::io::pipe().expect("pipe");
+    let stdin = std::fs::File::open("/dev/null").expect("/dev/null");
+    (tinybox_sdk::stdio::StdioFds { stdin: stdin.into(), stdout: out_w.into(), stderr: err_w.into() }, out_r, err_r)
+}
+
+/// Installs the test driver as `tinybox-driver-<mode>` in `dir`.
+pub fn install_test_driver(dir: &Path, mode: &str) {
+    let target = bin_dir().join("misbehaving-driver");
+    std::os::unix::fs::symlink(target, dir.join(format!("tinybox-driver-{mode}"))).expect("symlink test driver");
+}

@@ -282,10 +282,10 @@ pub fn hello_problem(name: &str, role: Option<Role>, hello: &HandshakeResult) ->
     if hello.name != name {
         return Some(format!("its handshake calls it {:?}; a driver's name is its executable's suffix", hello.name));
     }
-    if let Some(role) = role {
-        if hello.role != role {
-            return Some(format!("it is a {} driver, but a {role} driver was needed", hello.role));
-        }
+    if let Some(role) = role
+        && hello.role != role
+    {
+        return Some(format!("it is a {} driver, but a {role} driver was needed", hello.role));
     }
     if hello.role == Role::Sandbox {
         return match &hello.capabilities {

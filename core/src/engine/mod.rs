@@ -33,7 +33,6 @@ pub struct Tinybox {
     clock: Arc<dyn Clock>,
     drivers: Drivers,
     runtime_dir: PathBuf,
-    exec_counter: AtomicU64,
 }
 
 /// A box with its sandbox's current view of it.
@@ -68,7 +67,6 @@ impl Tinybox {
             clock,
             drivers: Drivers::new(drivers),
             runtime_dir: crate::paths::runtime_dir()?,
-            exec_counter: AtomicU64::new(0),
         })
     }
 
@@ -133,8 +131,11 @@ impl Tinybox {
         }
     }
 
+    /// Unique among live processes: the pid names this process, the counter
+    /// is shared by every engine in it.
     fn next_exec_id(&self) -> String {
-        format!("x{}-{}", std::process::id(), self.exec_counter.fetch_add(1, Ordering::SeqCst))
+        static EXEC_COUNTER: AtomicU64 = AtomicU64::new(0);
+        format!("x{}-{}", std::process::id(), EXEC_COUNTER.fetch_add(1, Ordering::SeqCst))
     }
 
     fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {

@@ -8,10 +8,14 @@
 //!   they speak (or refuse to speak) JSON-RPC by hand.
 //! - [`scripted`]: modes built on the SDK's serve loop that handshake
 //!   properly and then misbehave, or declare something core must refuse.
+//! - [`relay`]: the one honest mode, a sandbox that reaches its host only
+//!   through the reverse `host.run` call.
 
 // The crate root's modules resolve beside it, so name their directory.
 #[path = "misbehaving_driver/raw.rs"]
 mod raw;
+#[path = "misbehaving_driver/relay.rs"]
+mod relay;
 #[path = "misbehaving_driver/scripted.rs"]
 mod scripted;
 
@@ -65,6 +69,7 @@ fn main() {
         "wrong-role" => scripted::wrong_role(me),
         "wrong-name" => scripted::wrong_name(me),
         "unhealthy" => scripted::unhealthy(me),
+        "relay" => relay::relay(me),
         other => {
             eprintln!("misbehaving-driver: unknown mode {other:?}");
             std::process::exit(2);

@@ -1,0 +1,75 @@
+//! `relay`: a well-behaved sandbox that confines nothing and declares
+//! exactly that. It reaches its host only through the reverse `host.run`
+//! call, marking each command with RELAYED_BY=<box id>, so tests can see
+//! the reverse path, split runner placements and forwarded cancellation.
+
+use std::collections::BTreeSet;
+
+use async_trait::async_trait;
+use tinybox_sdk::model::{
+    ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, WorkspaceSource,
+};
+use tinybox_sdk::protocol::{
+    BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, RunParams,
+};
+use tinybox_sdk::{HostHandle, SandboxDriver, serve::DriverInfo};
+
+use crate::Invocation;
+
+struct Relay {
+    me: Invocation,
+}
+
+#[async_trait]
+impl SandboxDriver for Relay {
+    fn info(&self) -> DriverInfo {
+        self.me.info(&self.me.name, Health::ok())
+    }
+
+    fn capabilities(&self) -> SandboxCapabilities {
+        SandboxCapabilities {
+            isolation: IsolationLevel::None,
+            snapshot: SnapshotSupport::None,
+            features: BTreeSet::new(),
+            limits: BTreeSet::new(),
+            network_deny: false,
+            sources: [SourceKind::LocalDir].into(),
+        }
+    }
+
+    async fn create(&self, _host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
+        let workdir = match params.source {
+            Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
+            _ => None,
+        };
+        Ok(CreateResult { handle: serde_json::json!({ "workdir": workdir }), workdir })
+    }
+
+    async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
+        let mut env = p.box_env;
+        env.extend(p.request.env);
+        env.insert("RELAYED_BY".into(), p.target.box_id.to_string());
+        let workdir = p.target.handle.get("workdir").and_then(|w| w.as_str()).map(str::to_owned);
+        host.run(RunParams {
+            exec_id: p.exec_id,
+            argv: p.request.argv,
+            env,
+            clear_env: false,
+            cwd: p.request.cwd.or(workdir),
+            stdio: p.stdio,
+        })
+        .await
+    }
+
+    async fn destroy(&self, _host: &HostHandle, _target: BoxRef) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    async fn inspect(&self, _host: &HostHandle, _target: BoxRef) -> Result<InspectResult, DriverError> {
+        Ok(InspectResult { state: BoxState::Ready, detail: None })
+    }
+}
+
+pub fn relay(me: Invocation) -> ! {
+    tinybox_sdk::run_sandbox_main(Relay { me })
+}
