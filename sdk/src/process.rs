@@ -3,9 +3,9 @@
 //! The local host driver is built on this; so is any driver that runs a
 //! local tool (ssh, for one) as the command.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::process::CommandExt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
@@ -14,18 +14,39 @@ use crate::model::ExitStatus;
 use crate::protocol::{DriverError, RunParams};
 use crate::stdio;
 
+/// Marks every descriptor this process inherited above stderr close-on-exec.
+///
+/// A process inherits whatever its parent left open (a shell's, a CI
+/// harness's); Rust marks only the descriptors it opens itself. Without
+/// this, an inherited descriptor would pass through core and the driver into
+/// a box. Every tinybox process that starts others calls it first.
+pub fn seal_inherited_fds() {
+    close_fds::CloseFdsBuilder::new().cloexecfrom(3);
+}
+
 /// How long a cancelled command has between SIGTERM and SIGKILL.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
-/// The runs in flight, by exec id.
-#[derive(Default)]
+/// The runs in flight, by exec id, and cancellations that arrived first.
+#[derive(Default, Clone)]
 pub struct Processes {
-    running: Mutex<HashMap<String, Pid>>,
+    table: Arc<Mutex<Table>>,
+}
+
+#[derive(Default)]
+struct Table {
+    running: HashMap<String, Pid>,
+    /// Cancelled before their process existed: they must never start.
+    cancelled_early: HashSet<String>,
 }
 
 impl Processes {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().expect("process table")
     }
 
     /// Runs `params` to completion. A program that cannot be started ends
@@ -49,35 +70,53 @@ impl Processes {
         cmd.process_group(0);
         let stderr_copy = fds.stderr.try_clone()?;
         cmd.stdin(fds.stdin).stdout(fds.stdout).stderr(fds.stderr);
-        let mut child = match tokio::process::Command::from(cmd).kill_on_drop(false).spawn() {
-            Ok(child) => child,
-            Err(e) => return Ok(report_spawn_failure(program, params.cwd.as_deref(), e, stderr_copy)),
+        // Spawn and register under one lock, so a cancel either finds the
+        // process or leaves a mark that stops it from starting.
+        let mut child = {
+            let mut table = self.table();
+            if table.cancelled_early.remove(&params.exec_id) {
+                return Ok(ExitStatus { code: None, signal: Some(Signal::TERM.as_raw()) });
+            }
+            let child = match tokio::process::Command::from(cmd).kill_on_drop(false).spawn() {
+                Ok(child) => child,
+                Err(e) => return Ok(report_spawn_failure(program, params.cwd.as_deref(), e, stderr_copy)),
+            };
+            if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
+                table.running.insert(params.exec_id.clone(), pid);
+            }
+            child
         };
         drop(stderr_copy);
-        let pid = child.id().and_then(|id| Pid::from_raw(id as i32));
-        if let Some(pid) = pid {
-            self.running.lock().expect("process table").insert(params.exec_id.clone(), pid);
-        }
         let status = child.wait().await;
-        self.running.lock().expect("process table").remove(&params.exec_id);
+        self.table().running.remove(&params.exec_id);
         Ok(status?.into())
     }
 
-    /// Sends SIGTERM to the run's process group, then SIGKILL after the grace period.
+    /// Sends SIGTERM to the run's process group, then SIGKILL after the
+    /// grace period if that same run is still going. A run not started yet
+    /// is marked so it never starts.
     pub fn cancel(&self, exec_id: &str) {
-        let pid = self.running.lock().expect("process table").get(exec_id).copied();
-        if let Some(pid) = pid {
-            let _ = kill_process_group(pid, Signal::TERM);
-            tokio::spawn(async move {
-                tokio::time::sleep(CANCEL_GRACE).await;
+        let mut table = self.table();
+        let Some(pid) = table.running.get(exec_id).copied() else {
+            table.cancelled_early.insert(exec_id.to_owned());
+            return;
+        };
+        drop(table);
+        let _ = kill_process_group(pid, Signal::TERM);
+        let this = self.clone();
+        let exec_id = exec_id.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(CANCEL_GRACE).await;
+            // Only the group we signalled, never one that reused its id.
+            if this.table().running.get(&exec_id) == Some(&pid) {
                 let _ = kill_process_group(pid, Signal::KILL);
-            });
-        }
+            }
+        });
     }
 
     /// Kills every run still going (core went away).
     pub fn kill_all(&self) {
-        for pid in self.running.lock().expect("process table").values() {
+        for pid in self.table().running.values() {
             let _ = kill_process_group(*pid, Signal::KILL);
         }
     }
@@ -101,4 +140,43 @@ fn report_spawn_failure(
     let mut f = std::fs::File::from(stderr);
     let _ = writeln!(f, "tinybox: {program}: {what}");
     ExitStatus::code(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::StdioRef;
+    use crate::stdio::{StdioFds, StdioServer};
+
+    fn devnull() -> std::os::fd::OwnedFd {
+        std::fs::File::options().read(true).write(true).open("/dev/null").unwrap().into()
+    }
+
+    #[tokio::test]
+    async fn a_cancel_that_arrives_first_stops_the_run_from_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = StdioServer::start(
+            dir.path().join("s.sock"),
+            StdioFds { stdin: devnull(), stdout: devnull(), stderr: devnull() },
+        )
+        .unwrap();
+        let marker = dir.path().join("ran");
+        let procs = Processes::new();
+        procs.cancel("x-early");
+        let params = RunParams {
+            exec_id: "x-early".into(),
+            argv: vec!["touch".into(), marker.display().to_string()],
+            env: Default::default(),
+            clear_env: false,
+            cwd: None,
+            stdio: StdioRef { socket: server.stdio_ref().socket },
+        };
+        let status = procs.run(&params).await.unwrap();
+        assert_eq!(status.signal, Some(15));
+        assert!(!marker.exists(), "a cancelled run must not start");
+        // The mark is used once: the same id may run later.
+        let status = procs.run(&params).await.unwrap();
+        assert!(status.success());
+        assert!(marker.exists());
+    }
 }

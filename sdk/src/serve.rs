@@ -236,6 +236,7 @@ fn main_with<F>(serve: F) -> !
 where
     F: std::future::Future<Output = std::io::Result<()>>,
 {
+    crate::process::seal_inherited_fds();
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
     let code = match runtime.block_on(serve) {

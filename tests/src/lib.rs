@@ -40,7 +40,7 @@ pub fn driver_config(extra: &[PathBuf], timeouts: Timeouts) -> DriverConfig {
 
 /// Short timeouts, so a misbehaving driver fails a test fast.
 pub fn short_timeouts() -> Timeouts {
-    Timeouts { handshake: Duration::from_secs(3), operation: Duration::from_secs(5) }
+    Timeouts { handshake: Duration::from_secs(3), operation: Duration::from_secs(5), cancel: Duration::from_secs(4) }
 }
 
 /// An engine over a memory store, with drivers from `extra` and the build.

@@ -159,3 +159,28 @@ async fn reap_removes_expired_boxes_and_one_failure_does_not_stop_the_rest() {
     assert!(matches!(tb2.get(&hour), Err(Error::Store(_))));
     tb2.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_that_never_ends_a_cancelled_exec_cannot_hold_the_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    install_test_driver(dir.path(), "hangs-mid-exec");
+    let tb = engine(&[dir.path().to_path_buf()], Arc::new(ManualClock::new(1000)));
+    let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new("hangs-mid-exec").unwrap());
+    let info = tb.create(BoxSpec::new(placement)).await.unwrap();
+    let (stdio, _out, _err) = piped_stdio();
+    // Cancel at once; the driver acknowledges and then never answers the exec.
+    let result = tokio::time::timeout(
+        GUARD,
+        tb.exec(&info.id, ExecRequest::new(["true"]), stdio, Target::Workspace, std::future::ready(())),
+    )
+    .await
+    .expect("the caller is released");
+    match result {
+        Err(Error::DriverTimeout { driver, what, .. }) => {
+            assert_eq!(driver, "hangs-mid-exec");
+            assert!(what.contains("cancelled"), "{what}");
+        }
+        other => panic!("expected a timeout naming the driver, got {other:?}"),
+    }
+    tb.close().await;
+}

@@ -43,6 +43,8 @@ pub struct Timeouts {
     pub handshake: Duration,
     /// For calls that are not a command run (create, destroy, inspect, snapshot).
     pub operation: Duration,
+    /// From a cancellation to the cancelled command's end.
+    pub cancel: Duration,
 }
 
 impl Timeouts {
@@ -58,6 +60,7 @@ impl Timeouts {
         Timeouts {
             handshake: ms("TINYBOX_HANDSHAKE_TIMEOUT_MS", 10_000),
             operation: ms("TINYBOX_DRIVER_TIMEOUT_MS", 600_000),
+            cancel: ms("TINYBOX_CANCEL_TIMEOUT_MS", 10_000),
         }
     }
 }

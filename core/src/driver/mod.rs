@@ -211,7 +211,9 @@ impl Drivers {
     /// Sandbox `name` on host `host`.
     pub async fn sandbox(&self, name: &SandboxName, host: &HostName) -> Result<Arc<SandboxLink>> {
         let key = (name.clone(), host.clone());
-        if let Some(s) = self.sandboxes.lock().await.get(&key) {
+        // Held across the start, so concurrent callers share one driver process.
+        let mut sandboxes = self.sandboxes.lock().await;
+        if let Some(s) = sandboxes.get(&key) {
             return Ok(s.clone());
         }
         let host_link = self.host(host).await?;
@@ -224,7 +226,7 @@ impl Drivers {
             SandboxLink::Driver { name: name.clone(), conn, reverse }
         };
         let link = Arc::new(link);
-        self.sandboxes.lock().await.insert(key, link.clone());
+        sandboxes.insert(key, link.clone());
         Ok(link)
     }
 

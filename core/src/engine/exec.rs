@@ -68,7 +68,20 @@ impl Tinybox {
             status = &mut run => ExecOutcome { status: status?, cancelled: false },
             () = &mut cancel => {
                 link.cancel(&exec_id).await?;
-                ExecOutcome { status: run.await?, cancelled: true }
+                // A driver that acknowledges the cancel but never ends the run
+                // must not hold the caller forever.
+                let deadline = self.drivers.config().timeouts.cancel;
+                match tokio::time::timeout(deadline, &mut run).await {
+                    Ok(status) => ExecOutcome { status: status?, cancelled: true },
+                    Err(_) => {
+                        return Err(Error::DriverTimeout {
+                            driver: link.name().to_string(),
+                            what: "the end of a cancelled command".into(),
+                            after: deadline,
+                            stderr_tail: link.connection().map(|c| c.stderr_tail()).unwrap_or_default(),
+                        });
+                    }
+                }
             }
         };
         drop(server);

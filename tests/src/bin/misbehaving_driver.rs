@@ -64,6 +64,7 @@ fn main() {
         "dies-mid-call" => scripted::dies_mid_call(me),
         "dies-mid-exec" => scripted::dies_mid_exec(me),
         "hangs-mid-call" => scripted::hangs_mid_call(me),
+        "hangs-mid-exec" => scripted::hangs_mid_exec(me),
         "declares-nothing" => scripted::declares_nothing(me),
         "liar" => scripted::liar(me),
         "wrong-role" => scripted::wrong_role(me),

@@ -156,6 +156,11 @@ pub fn hangs_mid_call(me: Invocation) -> ! {
     Script { on_create: Step::Hang, ..Script::new(&me) }.serve()
 }
 
+/// `hangs-mid-exec`: creates boxes, acknowledges `cancel`, but never ends an exec.
+pub fn hangs_mid_exec(me: Invocation) -> ! {
+    Script { on_exec: Step::Hang, ..Script::new(&me) }.serve()
+}
+
 /// `declares-nothing`: declares no capability beyond starting in a
 /// directory, and records every call it receives in the file named by
 /// MISBEHAVING_LOG, else `calls.log` beside its symlink.
