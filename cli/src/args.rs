@@ -55,27 +55,72 @@ pub enum NetworkArg {
     Egress,
 }
 
+/// A host as the command line names it: a configured name (`local`, or one
+/// `tinybox host add` made), or `ssh:DEST` with DEST as ssh itself takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostArg {
+    Named(HostName),
+    /// Reached with ssh, needing no configuration; saved under a derived name.
+    Ssh(String),
+}
+
+impl std::str::FromStr for HostArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.strip_prefix("ssh:") {
+            Some("") => Err(format!("{s:?} names no destination; use ssh:DEST, e.g. ssh:builder-01")),
+            Some(dest) if dest.starts_with('-') => {
+                Err(format!("ssh destination {dest:?} starts with '-', which ssh would read as an option"))
+            }
+            Some(dest) if dest.chars().any(char::is_control) => {
+                Err(format!("ssh destination {dest:?} contains a control character"))
+            }
+            Some(dest) => Ok(HostArg::Ssh(dest.to_owned())),
+            None => HostName::new(s).map(HostArg::Named).map_err(|e| format!("{e} (or use ssh:DEST)")),
+        }
+    }
+}
+
+impl HostArg {
+    /// The host name a box placed here records.
+    pub fn name(&self) -> HostName {
+        match self {
+            HostArg::Named(n) => n.clone(),
+            HostArg::Ssh(dest) => crate::commands::host::ad_hoc_name(dest),
+        }
+    }
+}
+
 /// Where a box runs and what confines it.
 #[derive(Debug, Clone, Args)]
 pub struct PlacementArgs {
-    /// Host the workspace runs on.
+    /// Host the workspace runs on: a configured name, or ssh:DEST.
     #[arg(long, default_value = "local", value_name = "HOST")]
-    pub host: HostName,
+    pub host: HostArg,
     /// Sandbox that confines the workspace (default: the strongest healthy one installed).
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<SandboxName>,
-    /// Host of a separate runner (the agent's side); default local.
+    /// Host of a separate runner (the agent's side): a configured name, or ssh:DEST; default local.
     #[arg(long, value_name = "HOST")]
-    pub runner_host: Option<HostName>,
+    pub runner_host: Option<HostArg>,
     /// Sandbox of a separate runner; default passthrough.
     #[arg(long, value_name = "SANDBOX")]
     pub runner_sandbox: Option<SandboxName>,
     /// Refuse any sandbox weaker than kernel isolation (the floor for untrusted code).
     #[arg(long)]
     pub untrusted: bool,
-    /// Separates this store's boxes from another's on a shared daemon.
-    #[arg(long, value_name = "NS", default_value = "default")]
-    pub namespace: String,
+    /// Separates this store's boxes from another's on a shared daemon
+    /// (default: "namespace" in the store's config.json, else "default").
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+}
+
+impl PlacementArgs {
+    /// Every host these flags name.
+    pub fn hosts(&self) -> Vec<&HostArg> {
+        std::iter::once(&self.host).chain(self.runner_host.as_ref()).collect()
+    }
 }
 
 /// What a box starts from, how long it lives, and what it may use.
@@ -86,7 +131,7 @@ pub struct BoxArgs {
     /// Start from an OCI image.
     #[arg(long, value_name = "REF", group = "source")]
     pub image: Option<String>,
-    /// Share a directory of the host as the workspace.
+    /// Share a directory as the workspace (on a remote host: this machine's directory, synced there first).
     #[arg(long, value_name = "DIR", group = "source")]
     pub workspace: Option<PathBuf>,
     /// Start from a snapshot.
@@ -136,10 +181,10 @@ impl BoxArgs {
     /// The spec these flags describe, once the sandbox is known.
     pub fn spec(&self, sandbox: SandboxName, env: &[(String, String)]) -> Result<BoxSpec, String> {
         let p = &self.placement;
-        let mut spec = BoxSpec::new(Placement::new(p.host.clone(), sandbox));
+        let mut spec = BoxSpec::new(Placement::new(p.host.name(), sandbox));
         if p.runner_host.is_some() || p.runner_sandbox.is_some() {
             let runner = Placement::new(
-                p.runner_host.clone().unwrap_or_else(|| HostName::new("local").expect("valid")),
+                p.runner_host.as_ref().map(HostArg::name).unwrap_or_else(|| HostName::new("local").expect("valid")),
                 p.runner_sandbox.clone().unwrap_or_else(|| SandboxName::new("passthrough").expect("valid")),
             );
             spec = spec.with_runner(runner);
@@ -172,7 +217,9 @@ impl BoxArgs {
         spec.ports = self.ports.clone();
         spec.env = env.iter().cloned().collect::<BTreeMap<_, _>>();
         spec.min_isolation = p.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR);
-        spec.namespace = p.namespace.clone();
+        if let Some(ns) = &p.namespace {
+            spec.namespace = ns.clone();
+        }
         Ok(spec)
     }
 }

@@ -6,6 +6,7 @@
 
 mod args;
 mod commands;
+mod config;
 mod output;
 mod stdio;
 
@@ -48,9 +49,20 @@ enum Command {
     Snapshot(commands::snapshot::SnapshotCmd),
     /// Create a new box from a fresh snapshot of another.
     Fork(commands::fork::ForkCmd),
+    /// Snapshot a persistent box and remove its instances; `resume` brings it back.
+    Stop(commands::stop::StopCmd),
+    /// Bring a stopped box back from its newest snapshot, under the same identifier.
+    Resume(commands::resume::ResumeCmd),
+    /// Snapshot every persistent box whose autosnapshot is due, and report on each (for cron).
+    Autosnapshot,
     /// Named snapshots to start boxes from.
     #[command(subcommand)]
     Template(commands::template::TemplateCmd),
+    /// Named hosts: where boxes can be placed (`local`, or machines reached with ssh).
+    #[command(subcommand)]
+    Host(commands::host::HostCmd),
+    /// Send a directory to a remote box's workspace (skipped when nothing changed).
+    Sync(commands::sync::SyncCmd),
     /// List installed drivers with their role, version, health and declared capabilities.
     Drivers,
     /// Print a shell completion script.

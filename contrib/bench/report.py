@@ -82,3 +82,32 @@ pass through tinybox; what remains is the fixed exec overhead above.
 This is the JSON-RPC cost alone (serialize, frame, dispatch, correlate) with
 jsonrpsee on both ends; a real driver adds a pipe write and read each way.
 """)
+
+# Docker: tinybox next to the raw docker commands it wraps, same run.
+if os.path.exists(os.path.join(out, "docker-exec.json")):
+    raw_exec, tb_exec = load("docker-exec.json")["results"]
+    raw_create, tb_create = load("docker-create.json")["results"]
+    print(f"""## Docker (local host, docker sandbox)
+
+Same image (busybox), same keepalive (`sh -c 'while :; do sleep 86400; done'`),
+and the raw `docker run` is given the flags tinybox passes for a box with
+the default limits and network. Target: at most 1.1× raw for each.
+
+| command | median | ratio |
+|---|---|---|
+| `docker exec C true` | {median_ms(raw_exec):.1f} ms | 1.00× |
+| `tinybox exec BOX -- true` | {median_ms(tb_exec):.1f} ms | {tb_exec['median'] / raw_exec['median']:.2f}× |
+| `docker run -d ... sh -c KEEPALIVE` | {median_ms(raw_create):.1f} ms | 1.00× |
+| `tinybox create --sandbox docker` | {median_ms(tb_create):.1f} ms | {tb_create['median'] / raw_create['median']:.2f}× |
+
+One `docker exec` per `tinybox exec`, with the caller's descriptors passed
+through; the command runs under a small `sh` that records its process group
+so a cancellation can reach it inside the container. `tinybox create` is
+one `docker run -d` plus the CLI, the store and two driver handshakes.
+""")
+else:
+    print("""## Docker
+
+Skipped: no docker daemon answered when the benchmarks ran
+(`contrib/setup/start-dockerd` starts one as root).
+""")

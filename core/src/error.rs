@@ -36,8 +36,8 @@ pub enum Error {
     DriverDied { driver: String, status: String, stderr_tail: String },
     #[error("driver {driver} did not answer {what} within {}s{}", .after.as_secs_f64(), tail_suffix(.stderr_tail))]
     DriverTimeout { driver: String, what: String, after: Duration, stderr_tail: String },
-    #[error("no host named {0}; the hosts known here are: local")]
-    UnknownHost(String),
+    #[error("no host named {name}; the hosts known here are: {}", .known.join(", "))]
+    UnknownHost { name: String, known: Vec<String> },
     #[error("box {id} is {state}; {hint}")]
     BoxNotReady { id: BoxId, state: String, hint: String },
     #[error("{0}")]

@@ -12,9 +12,11 @@ pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod gate;
+pub mod hosts;
 pub mod model;
 pub mod paths;
 pub mod store;
+pub mod sync;
 
 pub use engine::{BoxView, DriverReport, ExecOutcome, ReapOutcome, Target, Tinybox};
 pub use error::{Error, Result};

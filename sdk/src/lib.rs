@@ -8,10 +8,12 @@
 //!   [`SandboxDriver`](serve::SandboxDriver) traits and the loop that serves them.
 //! - [`stdio`]: the descriptor-passing data path for a command's streams.
 //! - [`process`]: spawning and cancelling local processes for a driver.
+//! - [`capture`]: helper commands on the host whose output a driver reads.
 //!
 //! It deliberately holds no policy: whether an operation is allowed is core's
 //! decision alone, made from the capabilities a driver declares here.
 
+pub mod capture;
 pub mod model;
 pub mod peer;
 pub mod process;

@@ -28,12 +28,15 @@ pub struct DriverInfo {
     pub health: Health,
 }
 
-/// A host backend: where commands run.
+/// A host backend: where commands run. A host may itself reach its machine
+/// through an inner host (ssh runs `ssh` on its inner host, which is how a
+/// jump box works with no code that knows what a jump box is); `inner` is
+/// that host, and its `run` fails for a host configured without one.
 #[async_trait]
 pub trait HostDriver: Send + Sync + 'static {
     fn info(&self) -> DriverInfo;
     /// Runs `params.argv` to completion with the descriptors `params.stdio` names.
-    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError>;
+    async fn run(&self, inner: &HostHandle, params: RunParams) -> Result<ExitStatus, DriverError>;
     /// Stops the run named `exec_id`, if it is still going.
     async fn cancel(&self, exec_id: &str) -> Result<(), DriverError>;
     /// Core has gone away: stop whatever is still running.
@@ -62,14 +65,27 @@ pub trait SandboxDriver: Send + Sync + 'static {
     async fn shutdown(&self) {}
 }
 
-/// A sandbox driver's way back to its host: `host.run` calls into core,
-/// which forwards them to whatever host the box's placement names.
+/// A driver's way back to the host beneath it: `host.run` calls into core,
+/// which forwards them to whatever host the placement (for a sandbox) or
+/// the configuration (for a host's inner host) names. It also holds the
+/// configuration core sent in the handshake.
 #[derive(Clone)]
 pub struct HostHandle {
     peer: Arc<OnceLock<Peer>>,
+    config: Arc<OnceLock<serde_json::Value>>,
 }
 
 impl HostHandle {
+    fn new() -> Self {
+        HostHandle { peer: Arc::new(OnceLock::new()), config: Arc::new(OnceLock::new()) }
+    }
+
+    /// The driver-specific configuration from the handshake (`null` if none).
+    pub fn config(&self) -> &serde_json::Value {
+        static NULL: serde_json::Value = serde_json::Value::Null;
+        self.config.get().unwrap_or(&NULL)
+    }
+
     pub async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
         let peer = self.peer.get().ok_or_else(|| DriverError::failed("no connection to core yet"))?;
         let result: RunResult = peer.call(method::HOST_RUN, params).await.map_err(|e| match e {
@@ -114,6 +130,7 @@ fn handshake<D: ?Sized>(
         )
         .into());
     }
+    let _ = state.host.config.set(p.config);
     state.handshaken.store(true, Ordering::SeqCst);
     Ok(HandshakeResult {
         name: info.name,
@@ -133,7 +150,8 @@ fn ok<T: Serialize>(v: Result<T, DriverError>) -> Result<T, ErrorObjectOwned> {
 /// Serves a host driver on stdin/stdout until core closes the connection.
 pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
     let driver = Arc::new(driver);
-    let host = HostHandle { peer: Arc::new(OnceLock::new()) };
+    let host = HostHandle::new();
+    let host_slot = host.peer.clone();
     let state = State { driver: driver.clone(), role: Role::Host, handshaken: AtomicBool::new(false), host };
     let mut module = RpcModule::new(state);
     module
@@ -143,7 +161,7 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
         .register_async_method(method::HOST_RUN, |params, s, _| async move {
             refuse_before_handshake(&s)?;
             let p: RunParams = parse(&params)?;
-            ok(s.driver.run(p).await.map(|status| RunResult { status }))
+            ok(s.driver.run(&s.host, p).await.map(|status| RunResult { status }))
         })
         .expect("unique method");
     module
@@ -153,7 +171,10 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
             ok(s.driver.cancel(&p.exec_id).await)
         })
         .expect("unique method");
-    run_loop(module, |_| {}).await;
+    run_loop(module, move |peer| {
+        let _ = host_slot.set(peer);
+    })
+    .await;
     driver.shutdown().await;
     Ok(())
 }
@@ -161,7 +182,7 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
 /// Serves a sandbox driver on stdin/stdout until core closes the connection.
 pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
     let driver = Arc::new(driver);
-    let host = HostHandle { peer: Arc::new(OnceLock::new()) };
+    let host = HostHandle::new();
     let state = State { driver: driver.clone(), role: Role::Sandbox, handshaken: AtomicBool::new(false), host };
     let host_slot = state.host.peer.clone();
     let mut module = RpcModule::new(state);
@@ -237,8 +258,9 @@ where
     F: std::future::Future<Output = std::io::Result<()>>,
 {
     crate::process::seal_inherited_fds();
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    // One connection, mostly waiting: a single-threaded runtime starts faster,
+    // and every tinybox command starts each driver it uses.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let code = match runtime.block_on(serve) {
         Ok(()) => 0,
         Err(e) => {

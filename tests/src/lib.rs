@@ -2,6 +2,12 @@
 //! binaries are, an engine wired to them, and the visible "skipped" line a
 //! live test prints when this machine lacks the real part it needs.
 
+pub mod docker;
+
+pub mod boxes;
+pub mod netns;
+pub mod sshd;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +41,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn driver_config(extra: &[PathBuf], timeouts: Timeouts) -> DriverConfig {
     let mut search_dirs = extra.to_vec();
     search_dirs.push(bin_dir());
-    DriverConfig { search_dirs, timeouts }
+    DriverConfig { search_dirs, timeouts, hosts: tinybox_core::hosts::local_only() }
 }
 
 /// Short timeouts, so a misbehaving driver fails a test fast.

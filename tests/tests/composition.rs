@@ -184,3 +184,71 @@ async fn a_driver_that_never_ends_a_cancelled_exec_cannot_hold_the_caller() {
     }
     tb.close().await;
 }
+
+fn chained_engine(dir: &std::path::Path, hosts: &[(&str, &str, Option<&str>)]) -> tinybox_core::Tinybox {
+    let mut config = tinybox_tests::driver_config(&[dir.to_path_buf()], tinybox_tests::short_timeouts());
+    for (name, label, inner) in hosts {
+        config.hosts.insert(
+            HostName::new(*name).unwrap(),
+            tinybox_core::hosts::HostEntry {
+                driver: "via".into(),
+                config: serde_json::json!({ "label": label }),
+                inner: inner.map(|i| HostName::new(i).unwrap()),
+            },
+        );
+    }
+    tinybox_core::Tinybox::with_parts(
+        Arc::new(tinybox_core::store::MemoryStore::new()),
+        None,
+        Arc::new(ManualClock::new(1000)),
+        config,
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_reaches_its_machine_through_its_inner_host() {
+    let dir = tempfile::tempdir().unwrap();
+    install_test_driver(dir.path(), "via");
+    // far -> jump -> local: far's commands run on jump, jump's on this machine.
+    let tb = chained_engine(dir.path(), &[("jump", "J", None), ("far", "F", Some("jump"))]);
+    let far = Placement::new(HostName::new("far").unwrap(), SandboxName::new("passthrough").unwrap());
+    let info = tb.create(BoxSpec::new(far)).await.unwrap();
+    let out = output(&tb, &info.id, &["sh", "-c", "echo $VIA"], Target::Workspace).await;
+    assert_eq!(out, "F,J\n", "each host in the chain ran its part, outermost first");
+
+    // A cancellation travels down the chain to the process itself.
+    let (stdio, mut out, _err) = piped_stdio();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8];
+        let _ = out.read(&mut buf);
+        let _ = started_tx.send(());
+    });
+    let cancel = async move {
+        let _ = started_rx.await;
+    };
+    let req = ExecRequest::new(["sh", "-c", "echo go; exec sleep 1000"]);
+    let outcome = tokio::time::timeout(GUARD, tb.exec(&info.id, req, stdio, Target::Workspace, cancel))
+        .await
+        .expect("a cancelled exec ends")
+        .unwrap();
+    assert!(outcome.cancelled);
+    assert_eq!(outcome.status.signal, Some(15), "{}", outcome.status);
+    tb.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_that_reach_each_other_in_a_loop_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    install_test_driver(dir.path(), "via");
+    let tb = chained_engine(dir.path(), &[("a", "A", Some("b")), ("b", "B", Some("a"))]);
+    let a = Placement::new(HostName::new("a").unwrap(), SandboxName::new("passthrough").unwrap());
+    let err = tb.create(BoxSpec::new(a)).await.unwrap_err();
+    assert!(err.to_string().contains("loop: a -> b -> a"), "{err}");
+    assert!(tb.list().unwrap().is_empty());
+    let unknown = Placement::new(HostName::new("nowhere").unwrap(), SandboxName::new("passthrough").unwrap());
+    let err = tb.create(BoxSpec::new(unknown)).await.unwrap_err();
+    assert!(err.to_string().contains("no host named nowhere; the hosts known here are: a, b, local"), "{err}");
+    tb.close().await;
+}

@@ -20,9 +20,13 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             Some(ws) => (ws.placement.to_string(), ws.isolation.to_string(), ws.network.to_string()),
             None => (b.spec.workspace.to_string(), "-".into(), "(creating)".into()),
         };
-        let lifecycle = match b.spec.lifecycle {
-            tinybox_core::model::Lifecycle::Ephemeral { .. } => "ephemeral",
-            tinybox_core::model::Lifecycle::Persistent { .. } => "persistent",
+        let lifecycle = match (b.spec.lifecycle, b.phase) {
+            (_, tinybox_core::model::Phase::Creating) => "(creating)",
+            (tinybox_core::model::Lifecycle::Persistent { .. }, tinybox_core::model::Phase::Stopped) => {
+                "persistent (stopped)"
+            }
+            (tinybox_core::model::Lifecycle::Ephemeral { .. }, _) => "ephemeral",
+            (tinybox_core::model::Lifecycle::Persistent { .. }, _) => "persistent",
         };
         let age = b.created_at.map(|c| output::span(now.saturating_sub(c))).unwrap_or_else(|| "unknown".into());
         t.add_row(vec![

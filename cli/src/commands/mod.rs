@@ -1,17 +1,22 @@
 //! One file per verb. `dispatch` opens the engine, runs the verb, closes
 //! the drivers, and turns an error into one line and an exit status.
 
+pub mod autosnapshot;
 pub mod completions;
 pub mod create;
 pub mod drivers;
 pub mod exec;
 pub mod fork;
+pub mod host;
 pub mod inspect;
 pub mod ls;
 pub mod reap;
+pub mod resume;
 pub mod rm;
 pub mod run;
 pub mod snapshot;
+pub mod stop;
+pub mod sync;
 pub mod template;
 
 use std::path::PathBuf;
@@ -28,6 +33,8 @@ pub const EXEC_FAILURE: u8 = 125;
 pub struct App {
     pub engine: Tinybox,
     pub json: bool,
+    /// Where the store (and its config.json) lives.
+    pub store_dir: PathBuf,
 }
 
 pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u8 {
@@ -36,11 +43,20 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         _ => 1,
     };
     let store = store.unwrap_or_else(tinybox_core::paths::default_store_dir);
+    // `--host ssh:DEST` names a host the table must hold before the engine loads it.
+    let ad_hoc = match &command {
+        Command::Create(c) => host::save_ad_hoc(&store, &c.box_args.placement.hosts()),
+        Command::Run(c) => host::save_ad_hoc(&store, &c.box_args.placement.hosts()),
+        _ => Ok(()),
+    };
+    if let Err(e) = ad_hoc {
+        return report(&e, json, failure_code);
+    }
     let engine = match Tinybox::open(&store) {
         Ok(e) => e,
         Err(e) => return report(&e, json, failure_code),
     };
-    let app = App { engine, json };
+    let app = App { engine, json, store_dir: store };
     let result = match command {
         Command::Create(c) => c.run(&app).await,
         Command::Exec(c) => c.run(&app).await,
@@ -51,7 +67,12 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Reap => reap::run(&app).await,
         Command::Snapshot(c) => c.run(&app).await,
         Command::Fork(c) => c.run(&app).await,
+        Command::Stop(c) => c.run(&app).await,
+        Command::Resume(c) => c.run(&app).await,
+        Command::Autosnapshot => autosnapshot::run(&app).await,
         Command::Template(c) => c.run(&app).await,
+        Command::Host(c) => c.run(&app).await,
+        Command::Sync(c) => c.run(&app).await,
         Command::Drivers => drivers::run(&app).await,
         Command::Completions(_) => Ok(0),
     };
@@ -79,7 +100,7 @@ fn kind(e: &Error) -> &'static str {
         Error::DriverNotFound { .. } | Error::DriverUnavailable { .. } | Error::NoSandbox(_) => "unavailable",
         Error::Driver { .. } => "driver",
         Error::Protocol { .. } | Error::DriverDied { .. } | Error::DriverTimeout { .. } => "driver_failure",
-        Error::UnknownHost(_) => "unknown_host",
+        Error::UnknownHost { .. } => "unknown_host",
         Error::BoxNotReady { .. } => "not_ready",
         Error::Io { .. } => "io",
     }
@@ -106,6 +127,11 @@ pub async fn spec_from(
 ) -> Result<tinybox_core::model::BoxSpec, Error> {
     let sandbox = pick_sandbox(app, args).await?;
     let mut spec = args.spec(sandbox, env).map_err(Error::Refused)?;
+    if args.placement.namespace.is_none()
+        && let Some(ns) = crate::config::Config::load(&app.store_dir)?.namespace
+    {
+        spec.namespace = ns;
+    }
     if let Some(t) = &args.from_template {
         spec.source = Some(app.engine.template_source(t, &spec.workspace)?);
     }

@@ -27,12 +27,18 @@ pub struct DriverConfig {
     /// Searched in order; the first `tinybox-driver-<name>` found wins.
     pub search_dirs: Vec<std::path::PathBuf>,
     pub timeouts: Timeouts,
+    /// The hosts that can be named, `local` included.
+    pub hosts: crate::hosts::HostTable,
 }
 
 impl DriverConfig {
     /// Next to the running binary, then TINYBOX_DRIVER_PATH, then PATH; timeouts from the environment.
     pub fn from_env() -> Self {
-        DriverConfig { search_dirs: super::discover::search_dirs_from_env(), timeouts: Timeouts::from_env() }
+        DriverConfig {
+            search_dirs: super::discover::search_dirs_from_env(),
+            timeouts: Timeouts::from_env(),
+            hosts: crate::hosts::local_only(),
+        }
     }
 }
 
@@ -146,6 +152,7 @@ impl Connection {
         path: &Path,
         methods: RpcModule<C>,
         timeouts: Timeouts,
+        config: serde_json::Value,
     ) -> Result<Connection> {
         let mut child = Command::new(path)
             .stdin(Stdio::piped())
@@ -159,17 +166,18 @@ impl Connection {
         let tail = StderrTail::collect(child.stderr.take().expect("piped"));
         let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
         let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
-        let hello = link.handshake().await?;
+        let hello = link.handshake(config).await?;
         Ok(Connection { path: path.to_owned(), hello, link })
     }
 }
 
 impl Link {
-    async fn handshake(&self) -> Result<HandshakeResult> {
+    async fn handshake(&self, config: serde_json::Value) -> Result<HandshakeResult> {
         let params = HandshakeParams {
             protocol: version::protocol_version(),
             core_version: env!("CARGO_PKG_VERSION").to_owned(),
             features: Vec::new(),
+            config,
         };
         let call = self.peer.call::<_, HandshakeResult>(method::HANDSHAKE, params);
         let hello = match tokio::time::timeout(self.timeouts.handshake, call).await {

@@ -10,8 +10,8 @@ pub mod connection;
 pub mod discover;
 mod passthrough;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId};
@@ -30,6 +30,8 @@ use crate::model::PASSTHROUGH;
 pub struct HostLink {
     pub name: HostName,
     conn: Connection,
+    /// The inner host this driver's own commands go through, if any.
+    reverse: Option<Arc<Reverse>>,
 }
 
 impl HostLink {
@@ -38,7 +40,11 @@ impl HostLink {
         Ok(r.status)
     }
 
+    /// Stops a run here, and the run it forwarded to its inner host, if any.
     pub async fn cancel(&self, exec_id: &str) -> Result<()> {
+        if let Some(reverse) = &self.reverse {
+            reverse.cancel_forwarded(exec_id).await?;
+        }
         self.conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() }).await?;
         Ok(())
     }
@@ -48,24 +54,67 @@ impl HostLink {
     }
 }
 
-/// What a sandbox driver's reverse calls can reach.
+/// What a driver's reverse calls can reach: a sandbox's host, or a host's
+/// inner host. The host may still be starting when the driver is (both start
+/// at once); a reverse call waits for it.
 pub struct Reverse {
-    host: Arc<HostLink>,
-    /// Exec ids of `host.run` calls in flight, so a cancellation reaches them.
-    forwarded: Mutex<HashSet<String>>,
+    host: tokio::sync::watch::Sender<Option<Arc<HostLink>>>,
 }
 
-fn reverse_methods(reverse: Arc<Reverse>) -> RpcModule<Arc<Reverse>> {
+impl Reverse {
+    fn pending() -> Arc<Reverse> {
+        Arc::new(Reverse { host: tokio::sync::watch::Sender::new(None) })
+    }
+
+    fn new(host: Arc<HostLink>) -> Arc<Reverse> {
+        let r = Reverse::pending();
+        r.set_host(host);
+        r
+    }
+
+    fn set_host(&self, host: Arc<HostLink>) {
+        self.host.send_replace(Some(host));
+    }
+
+    async fn host(&self) -> Arc<HostLink> {
+        let mut rx = self.host.subscribe();
+        let ready = rx.wait_for(Option::is_some).await.expect("the sender lives in self");
+        ready.clone().expect("waited for Some")
+    }
+
+    /// Cancels the exec's run on the host beneath, whether or not it has
+    /// been forwarded yet: a host marks an id it has not seen so that run
+    /// never starts (a cancel may overtake the driver's `host.run`).
+    async fn cancel_forwarded(&self, exec_id: &str) -> Result<()> {
+        let host = self.host.borrow().clone();
+        if let Some(host) = host {
+            Box::pin(host.cancel(exec_id)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The methods a driver may call back: `host.run`, forwarded to the host
+/// beneath it. A driver with nothing beneath it gets a clear refusal.
+fn reverse_methods(reverse: Option<Arc<Reverse>>) -> RpcModule<Option<Arc<Reverse>>> {
     let mut module = RpcModule::new(reverse);
     module
         .register_async_method(method::HOST_RUN, |params, ctx, _| async move {
+            let Some(ctx) = ctx.as_ref().clone() else {
+                return Err(jsonrpsee::types::ErrorObjectOwned::from(DriverError::new(
+                    ErrorCode::Unsupported,
+                    "this driver has no host beneath it to run commands on",
+                )));
+            };
             let p: RunParams = params.parse()?;
-            let exec_id = p.exec_id.clone();
-            ctx.forwarded.lock().expect("forwarded runs").insert(exec_id.clone());
-            let result = ctx.host.run(p).await;
-            ctx.forwarded.lock().expect("forwarded runs").remove(&exec_id);
+            let result = ctx.host().await.run(p).await;
             result.map(|status| RunResult { status }).map_err(|e| {
-                jsonrpsee::types::ErrorObjectOwned::from(DriverError::new(ErrorCode::Failed, e.to_string()))
+                // The host driver's own error code travels on; anything else is a failure.
+                let err = match e {
+                    Error::Driver { code, message, .. } => DriverError::new(code, message),
+                    other => DriverError::new(ErrorCode::Failed, other.to_string()),
+                };
+                jsonrpsee::types::ErrorObjectOwned::from(err)
             })
         })
         .expect("unique method");
@@ -134,10 +183,7 @@ impl SandboxLink {
         match self {
             SandboxLink::Passthrough { host } => host.cancel(exec_id).await,
             SandboxLink::Driver { conn, reverse, .. } => {
-                let forwarded = reverse.forwarded.lock().expect("forwarded runs").contains(exec_id);
-                if forwarded {
-                    reverse.host.cancel(exec_id).await?;
-                }
+                reverse.cancel_forwarded(exec_id).await?;
                 conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() }).await?;
                 Ok(())
             }
@@ -191,20 +237,36 @@ impl Drivers {
         Drivers { config, hosts: Default::default(), sandboxes: Default::default() }
     }
 
-    /// The host driver behind host `name`.
+    /// The host driver behind host `name`, with its inner hosts started first.
     pub async fn host(&self, name: &HostName) -> Result<Arc<HostLink>> {
-        let mut hosts = self.hosts.lock().await;
-        if let Some(h) = hosts.get(name) {
+        self.host_via(name, &mut Vec::new()).await
+    }
+
+    async fn host_via(&self, name: &HostName, chain: &mut Vec<HostName>) -> Result<Arc<HostLink>> {
+        if let Some(h) = self.hosts.lock().await.get(name) {
             return Ok(h.clone());
         }
-        // Configured remote hosts arrive with the ssh driver; today a host's
-        // name is its driver's name.
-        if name.as_str() != "local" {
-            return Err(Error::UnknownHost(name.to_string()));
+        let entry = self.config.hosts.get(name).cloned().ok_or_else(|| Error::UnknownHost {
+            name: name.to_string(),
+            known: self.config.hosts.keys().map(|h| h.to_string()).collect(),
+        })?;
+        if chain.contains(name) {
+            chain.push(name.clone());
+            let path: Vec<String> = chain.iter().map(|h| h.to_string()).collect();
+            return Err(Error::Refused(format!("hosts reach each other in a loop: {}", path.join(" -> "))));
         }
-        let conn = spawn_checked(name.as_str(), Role::Host, RpcModule::new(()), &self.config).await?;
-        let link = Arc::new(HostLink { name: name.clone(), conn });
-        hosts.insert(name.clone(), link.clone());
+        chain.push(name.clone());
+        let (methods, reverse) = if entry.driver == crate::hosts::LOCAL {
+            (RpcModule::new(None), None)
+        } else {
+            let inner_name = entry.inner.clone().unwrap_or_else(|| HostName::new(crate::hosts::LOCAL).expect("valid"));
+            let inner = Box::pin(self.host_via(&inner_name, chain)).await?;
+            let reverse = Reverse::new(inner);
+            (reverse_methods(Some(reverse.clone())), Some(reverse))
+        };
+        let conn = spawn_checked(&entry.driver, Role::Host, methods, &self.config, entry.config.clone()).await?;
+        let link = Arc::new(HostLink { name: name.clone(), conn, reverse });
+        self.hosts.lock().await.insert(name.clone(), link.clone());
         Ok(link)
     }
 
@@ -216,13 +278,25 @@ impl Drivers {
         if let Some(s) = sandboxes.get(&key) {
             return Ok(s.clone());
         }
-        let host_link = self.host(host).await?;
         let link = if name.as_str() == PASSTHROUGH {
-            SandboxLink::Passthrough { host: host_link }
+            SandboxLink::Passthrough { host: self.host(host).await? }
         } else {
-            let reverse = Arc::new(Reverse { host: host_link, forwarded: Mutex::new(HashSet::new()) });
-            let conn =
-                spawn_checked(name.as_str(), Role::Sandbox, reverse_methods(reverse.clone()), &self.config).await?;
+            // Start the sandbox driver and its host at once: each costs a
+            // process start and a handshake, on every CLI command.
+            let reverse = Reverse::pending();
+            let methods = reverse_methods(Some(reverse.clone()));
+            let (host_link, conn) = tokio::join!(
+                self.host(host),
+                spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, serde_json::Value::Null)
+            );
+            let conn = conn?;
+            match host_link {
+                Ok(h) => reverse.set_host(h),
+                Err(e) => {
+                    conn.close().await;
+                    return Err(e);
+                }
+            }
             SandboxLink::Driver { name: name.clone(), conn, reverse }
         };
         let link = Arc::new(link);
@@ -235,15 +309,16 @@ impl Drivers {
     }
 
     /// Closes every driver this process started.
+    /// All at once: each close waits for its driver to exit, on every command.
     pub async fn close(&self) {
-        for s in self.sandboxes.lock().await.drain().map(|(_, s)| s) {
-            if let Some(conn) = s.connection() {
-                conn.close().await;
-            }
-        }
-        for h in self.hosts.lock().await.drain().map(|(_, h)| h) {
-            h.conn.close().await;
-        }
+        let sandboxes: Vec<_> = self.sandboxes.lock().await.drain().map(|(_, s)| s).collect();
+        let hosts: Vec<_> = self.hosts.lock().await.drain().map(|(_, h)| h).collect();
+        let closing = sandboxes
+            .iter()
+            .filter_map(|s| s.connection())
+            .chain(hosts.iter().map(|h| &h.conn))
+            .map(|conn| conn.close());
+        futures_util::future::join_all(closing).await;
     }
 }
 
@@ -253,10 +328,11 @@ pub async fn spawn_checked<C: Send + Sync + 'static>(
     role: Role,
     methods: RpcModule<C>,
     config: &DriverConfig,
+    driver_config: serde_json::Value,
 ) -> Result<Connection> {
     let path = discover::find(&config.search_dirs, name)
         .ok_or_else(|| Error::DriverNotFound { name: name.to_owned(), searched: config.search_dirs.clone() })?;
-    let conn = Connection::spawn(name, &path, methods, config.timeouts).await?;
+    let conn = Connection::spawn(name, &path, methods, config.timeouts, driver_config).await?;
     check_hello(name, role, &conn).await?;
     Ok(conn)
 }

@@ -30,8 +30,13 @@ impl Tinybox {
 
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
+        let mut synced_dir = None;
         let result = async {
-            let workspace = make_instance(&ws_link, &id, &spec, &spec.workspace, admitted).await?;
+            // On a remote host a local directory is synced there first, and
+            // the box is made over the synced copy.
+            let (ws_spec, synced) = self.workspace_spec(&id, &spec).await?;
+            synced_dir = synced;
+            let workspace = make_instance(&ws_link, &id, &ws_spec, &spec.workspace, admitted).await?;
             let runner_instance = match &runner {
                 None => None,
                 Some((link, admitted)) => {
@@ -55,6 +60,9 @@ impl Tinybox {
                 info.runner = runner.clone();
             })?),
             Err(e) => {
+                if let Some(dir) = &synced_dir {
+                    self.discard_synced(&spec.workspace.host, dir).await;
+                }
                 self.store.remove(&id)?;
                 Err(e)
             }
@@ -78,7 +86,7 @@ impl Tinybox {
     }
 }
 
-async fn make_instance(
+pub(super) async fn make_instance(
     link: &SandboxLink,
     id: &BoxId,
     spec: &BoxSpec,

@@ -57,7 +57,9 @@ impl Tinybox {
                     capabilities: None,
                     error: None,
                 };
-                match Connection::spawn(&name, &path, jsonrpsee::RpcModule::new(()), timeouts).await {
+                match Connection::spawn(&name, &path, jsonrpsee::RpcModule::new(()), timeouts, serde_json::Value::Null)
+                    .await
+                {
                     Ok(conn) => {
                         let h = &conn.hello;
                         report.role = Some(h.role);

@@ -43,6 +43,7 @@ impl Tinybox {
         request.validate()?;
         let info = self.get(id)?;
         let ws = self.instance(&info)?;
+        self.autosnapshot_if_due(&info).await;
         let instance = match (target, &info.runner) {
             (Target::Runner, Some(runner)) => runner,
             _ => ws,

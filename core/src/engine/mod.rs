@@ -6,8 +6,10 @@
 mod create;
 mod drivers_report;
 mod exec;
+mod lifecycle;
 mod remove;
 mod snapshot;
+mod sync;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,7 +20,9 @@ use tinybox_sdk::protocol::{BoxRef, BoxState};
 
 pub use drivers_report::DriverReport;
 pub use exec::{ExecOutcome, Target};
+pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
 pub use remove::ReapOutcome;
+pub use sync::{Observer, SyncEvent};
 
 use crate::clock::{Clock, SystemClock};
 use crate::driver::{DriverConfig, Drivers};
@@ -47,11 +51,19 @@ pub struct BoxView {
 }
 
 impl Tinybox {
-    /// The engine over the file store in `store_dir`.
+    /// The engine over the file store in `store_dir`, with drivers found as
+    /// the environment says.
     pub fn open(store_dir: &Path) -> Result<Tinybox> {
+        Tinybox::open_with(store_dir, DriverConfig::from_env())
+    }
+
+    /// The engine over the file store in `store_dir`, with `drivers`' search
+    /// directories and timeouts; the hosts come from the store's hosts file.
+    pub fn open_with(store_dir: &Path, mut drivers: DriverConfig) -> Result<Tinybox> {
         let store = Arc::new(FileStore::open(store_dir)?);
         let templates = TemplateStore::open(store_dir)?;
-        Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), DriverConfig::from_env())
+        drivers.hosts = crate::hosts::HostStore::open(store_dir)?.table()?;
+        Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), drivers)
     }
 
     /// The engine over any store and clock (tests use MemoryStore and ManualClock).
@@ -95,6 +107,10 @@ impl Tinybox {
     /// The box's record and its sandbox's view of it now.
     pub async fn inspect(&self, id: &BoxId) -> Result<BoxView> {
         let info = self.get(id)?;
+        if info.phase == Phase::Stopped {
+            let detail = format!("stopped by `tinybox stop`; `tinybox resume {id}` brings it back");
+            return Ok(BoxView { info, state: BoxState::Stopped, state_detail: Some(detail) });
+        }
         let Some(ws) = info.workspace.clone() else {
             return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some("creation did not finish".into()) });
         };
@@ -113,7 +129,7 @@ impl Tinybox {
             .filter(|r| r.usable_sandbox() && r.name != PASSTHROUGH)
             .filter_map(|r| Some((r.capabilities.as_ref()?.isolation, r)))
             .filter(|(iso, _)| *iso > IsolationLevel::None && floor.is_none_or(|f| *iso >= f))
-            .max_by_key(|(iso, r)| (*iso, std::cmp::Reverse(r.name.clone())));
+            .max_by_key(|(iso, r)| (*iso, preference(&r.name)));
         match best {
             Some((iso, r)) => Ok((SandboxName::new(r.name.clone())?, iso)),
             None => {
@@ -141,6 +157,11 @@ impl Tinybox {
     fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {
         match (&info.phase, &info.workspace) {
             (Phase::Created, Some(ws)) => Ok(ws),
+            (Phase::Stopped, _) => Err(Error::BoxNotReady {
+                id: info.id.clone(),
+                state: "stopped".into(),
+                hint: format!("`tinybox resume {}` brings it back", info.id),
+            }),
             _ => Err(Error::BoxNotReady {
                 id: info.id.clone(),
                 state: "still being created (or its creation was interrupted)".into(),
@@ -148,4 +169,16 @@ impl Tinybox {
             }),
         }
     }
+}
+
+/// Among sandboxes of equal isolation, the one to pick by default: a
+/// daemonless one first (nothing shared to name-clash on, milliseconds per
+/// command), then the rest by name. Only breaks ties; never outranks isolation.
+fn preference(name: &str) -> (u8, std::cmp::Reverse<String>) {
+    let rank = match name {
+        "namespace" => 2,
+        "docker" => 1,
+        _ => 0,
+    };
+    (rank, std::cmp::Reverse(name.to_owned()))
 }

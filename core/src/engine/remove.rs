@@ -30,7 +30,7 @@ impl Tinybox {
         Ok(info)
     }
 
-    async fn destroy_instance(&self, id: &BoxId, instance: &Instance) -> Result<()> {
+    pub(super) async fn destroy_instance(&self, id: &BoxId, instance: &Instance) -> Result<()> {
         let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
         match link.destroy(BoxRef { box_id: id.clone(), handle: instance.handle.clone() }).await {
             Err(Error::Driver { code: ErrorCode::NotFound, .. }) | Ok(()) => Ok(()),

@@ -15,6 +15,9 @@ pub enum Phase {
     /// The sandbox made the box.
     #[default]
     Created,
+    /// A persistent box captured by `tinybox stop`: its instances are gone,
+    /// its snapshots remain, and `tinybox resume` makes it again.
+    Stopped,
 }
 
 /// One sandbox instance backing a box: the workspace, or a separate runner.

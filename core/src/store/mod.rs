@@ -4,7 +4,7 @@
 //! Synchronous on purpose: every implementation is a memory map or a small
 //! local file, and async would push executor choice onto every caller.
 
-mod file;
+pub(crate) mod file;
 mod memory;
 pub mod templates;
 

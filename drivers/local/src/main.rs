@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::process::Processes;
 use tinybox_sdk::protocol::{DriverError, Health, RunParams};
-use tinybox_sdk::{DriverInfo, HostDriver};
+use tinybox_sdk::{DriverInfo, HostDriver, HostHandle};
 
 struct LocalHost {
     processes: Processes,
@@ -21,7 +21,7 @@ impl HostDriver for LocalHost {
         DriverInfo { name: "local".into(), version: env!("CARGO_PKG_VERSION").into(), health: Health::ok() }
     }
 
-    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+    async fn run(&self, _inner: &HostHandle, params: RunParams) -> Result<ExitStatus, DriverError> {
         self.processes.run(&params).await
     }
 

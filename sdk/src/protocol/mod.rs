@@ -58,6 +58,10 @@ pub struct HandshakeParams {
     /// Optional protocol features core understands.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Driver-specific configuration (a configured host's destination, say);
+    /// `null` when there is none.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub config: serde_json::Value,
 }
 
 /// Whether a driver can do its work on this machine, and if not, why.

@@ -8,8 +8,9 @@
 //!   they speak (or refuse to speak) JSON-RPC by hand.
 //! - [`scripted`]: modes built on the SDK's serve loop that handshake
 //!   properly and then misbehave, or declare something core must refuse.
-//! - [`relay`]: the one honest mode, a sandbox that reaches its host only
-//!   through the reverse `host.run` call.
+//! - [`relay`] and [`via`]: honest drivers — a sandbox that reaches its host
+//!   only through the reverse `host.run` call, and a host that runs
+//!   everything on its inner host.
 
 // The crate root's modules resolve beside it, so name their directory.
 #[path = "misbehaving_driver/raw.rs"]
@@ -18,6 +19,8 @@ mod raw;
 mod relay;
 #[path = "misbehaving_driver/scripted.rs"]
 mod scripted;
+#[path = "misbehaving_driver/via.rs"]
+mod via;
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +74,7 @@ fn main() {
         "wrong-name" => scripted::wrong_name(me),
         "unhealthy" => scripted::unhealthy(me),
         "relay" => relay::relay(me),
+        "via" => via::via(me),
         other => {
             eprintln!("misbehaving-driver: unknown mode {other:?}");
             std::process::exit(2);

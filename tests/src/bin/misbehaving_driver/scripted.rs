@@ -200,7 +200,7 @@ impl HostDriver for IdleHost {
         self.info.clone()
     }
 
-    async fn run(&self, _params: RunParams) -> Result<ExitStatus, DriverError> {
+    async fn run(&self, _inner: &HostHandle, _params: RunParams) -> Result<ExitStatus, DriverError> {
         Err(DriverError::unsupported("this test host runs nothing"))
     }
 

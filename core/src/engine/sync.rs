@@ -1,0 +1,223 @@
+//! Syncing a local directory to a box's remote host: `tinybox sync`, and
+//! the first sync of `create --workspace DIR` on a host that is not this
+//! machine. The tree is fingerprinted here; the far side's marker is read
+//! first (a missing or unreadable one means "send"); an unchanged tree
+//! sends nothing; a changed one is sent whole as a tar stream, through the
+//! host link like any other command.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use tinybox_sdk::model::{BoxId, ExitStatus, HostName, WorkspaceSource};
+use tinybox_sdk::protocol::RunParams;
+use tinybox_sdk::stdio::{StdioFds, StdioServer};
+
+use super::Tinybox;
+use crate::driver::HostLink;
+use crate::error::{Error, Result};
+use crate::model::BoxSpec;
+use crate::sync::transfer::{self, Counters, NO_TAR};
+use crate::sync::{SyncError, SyncReport, Tree, remote_workspace};
+
+/// What a sync is about to do, for whoever shows progress.
+#[derive(Debug, Clone)]
+pub enum SyncEvent {
+    /// The tree was read: this many files and bytes, this fingerprint.
+    Scanned { files: u64, bytes: u64 },
+    /// The far side already holds this tree; nothing will be sent.
+    Unchanged,
+    /// Sending starts; `counters` move as the stream is written.
+    Sending { files: u64, bytes: u64, counters: Arc<Counters> },
+}
+
+/// Something that wants to see a sync's progress.
+pub type Observer<'a> = &'a (dyn Fn(SyncEvent) + Send + Sync);
+
+fn sync_error(e: SyncError) -> Error {
+    match e {
+        SyncError::Io { context, source } => Error::io(context, source),
+        other => Error::Refused(other.to_string()),
+    }
+}
+
+/// How a helper command on a host ended, and what it printed.
+struct Captured {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+impl Captured {
+    fn stderr_line(&self) -> String {
+        let text = String::from_utf8_lossy(&self.stderr);
+        text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ")
+    }
+}
+
+impl Tinybox {
+    /// Sends `local_dir` to box `id`'s workspace on its remote host, unless
+    /// the far side already holds the same tree.
+    pub async fn sync(&self, id: &BoxId, local_dir: &Path) -> Result<SyncReport> {
+        self.sync_observed(id, local_dir, &|_| {}).await
+    }
+
+    /// [`Tinybox::sync`], telling `observe` what happens as it happens.
+    pub async fn sync_observed(&self, id: &BoxId, local_dir: &Path, observe: Observer<'_>) -> Result<SyncReport> {
+        let info = self.get(id)?;
+        let ws = self.instance(&info)?;
+        let host = ws.placement.host.clone();
+        if self.is_local_host(&host) {
+            return Err(Error::Refused(format!(
+                "box {id} is on this machine and uses its directory in place; there is nothing to sync"
+            )));
+        }
+        if !matches!(info.spec.source, Some(WorkspaceSource::LocalDir { .. })) {
+            return Err(Error::Refused(format!(
+                "box {id} was not made from a directory (create it with --workspace DIR), so it has no synced workspace"
+            )));
+        }
+        let remote = remote_workspace(&info.spec.namespace, id.as_str());
+        self.sync_dir(&host, local_dir, &remote, false, observe).await
+    }
+
+    /// Whether `host` is this machine (a host served by the local driver).
+    pub(super) fn is_local_host(&self, host: &HostName) -> bool {
+        self.drivers.config().hosts.get(host).is_some_and(|e| e.driver == crate::hosts::LOCAL)
+    }
+
+    /// For `create`: on a remote host, a local directory is synced (fresh)
+    /// to the box's own directory there and the box is made over that copy.
+    /// Returns the spec to create with, and the remote directory if one was made.
+    pub(super) async fn workspace_spec(&self, id: &BoxId, spec: &BoxSpec) -> Result<(BoxSpec, Option<String>)> {
+        let Some(WorkspaceSource::LocalDir { path }) = &spec.source else { return Ok((spec.clone(), None)) };
+        if self.is_local_host(&spec.workspace.host) {
+            return Ok((spec.clone(), None));
+        }
+        let remote = remote_workspace(&spec.namespace, id.as_str());
+        let report = self.sync_dir(&spec.workspace.host, path, &remote, true, &|_| {}).await?;
+        let mut synced = spec.clone();
+        synced.source = Some(WorkspaceSource::LocalDir { path: report.remote_dir.clone().into() });
+        Ok((synced, Some(remote)))
+    }
+
+    /// Best effort: removes a directory a failed create synced.
+    pub(super) async fn discard_synced(&self, host: &HostName, remote: &str) {
+        if let Ok(link) = self.drivers.host(host).await {
+            let argv = ["rm", "-rf", "--", remote].map(String::from).to_vec();
+            let _ = self.run_captured(&link, argv, None).await;
+        }
+    }
+
+    async fn sync_dir(
+        &self,
+        host: &HostName,
+        local: &Path,
+        remote: &str,
+        fresh: bool,
+        observe: Observer<'_>,
+    ) -> Result<SyncReport> {
+        let root = local.to_owned();
+        let (tree, fingerprint) = tokio::task::spawn_blocking(move || {
+            let tree = Tree::scan(&root)?;
+            let fp = tree.fingerprint()?;
+            Ok::<_, SyncError>((tree, fp))
+        })
+        .await
+        .map_err(|e| Error::Refused(format!("reading the workspace failed: {e}")))?
+        .map_err(sync_error)?;
+        let (files, bytes) = tree.totals();
+        observe(SyncEvent::Scanned { files, bytes });
+        let link = self.drivers.host(host).await?;
+        if !fresh {
+            let marker = self.run_captured(&link, transfer::marker_argv(remote), None).await?;
+            if marker.status.success()
+                && transfer::parse_marker(&marker.stdout).as_deref() == Some(fingerprint.as_str())
+            {
+                observe(SyncEvent::Unchanged);
+                return Ok(SyncReport {
+                    sent: false,
+                    files,
+                    bytes,
+                    stream_bytes: 0,
+                    fingerprint,
+                    remote_dir: remote.to_owned(),
+                });
+            }
+        }
+        let counters = Arc::new(Counters::default());
+        observe(SyncEvent::Sending { files, bytes, counters: counters.clone() });
+        let (stream_r, stream_w) = std::io::pipe().map_err(|e| Error::io("cannot make a pipe", e))?;
+        let tree = Arc::new(tree);
+        let writer = {
+            let (tree, counters) = (tree.clone(), counters.clone());
+            tokio::task::spawn_blocking(move || transfer::write_tar(&tree, stream_w, &counters))
+        };
+        let ran =
+            self.run_captured(&link, transfer::receive_argv(remote, &fingerprint, fresh), Some(stream_r.into())).await;
+        // run_captured has dropped its copy of the read end, so a writer the
+        // far side stopped reading sees a broken pipe and ends.
+        let written = writer.await.map_err(|e| Error::Refused(format!("the tar writer failed: {e}")))?;
+        let ran = ran?;
+        if ran.status.code == Some(NO_TAR) {
+            return Err(Error::Refused(format!("cannot sync to host {host}: {}", ran.stderr_line())));
+        }
+        if !ran.status.success() {
+            let local = written.err().map(|e| format!("; sending: {e}")).unwrap_or_default();
+            return Err(Error::Refused(format!(
+                "sync to host {host} failed ({}): {}{local}; the far side's marker was not written, so the next sync sends again",
+                ran.status,
+                ran.stderr_line()
+            )));
+        }
+        written.map_err(|e| Error::io("sending the workspace", e))?;
+        let remote_dir = String::from_utf8_lossy(&ran.stdout).trim().to_owned();
+        Ok(SyncReport {
+            sent: true,
+            files,
+            bytes,
+            stream_bytes: counters.bytes.load(std::sync::atomic::Ordering::Relaxed),
+            fingerprint,
+            remote_dir: if remote_dir.is_empty() { remote.to_owned() } else { remote_dir },
+        })
+    }
+
+    /// Runs `argv` on the host with `stdin` (default: /dev/null) and pipes
+    /// for its output, which it returns.
+    async fn run_captured(&self, link: &HostLink, argv: Vec<String>, stdin: Option<OwnedFd>) -> Result<Captured> {
+        let exec_id = self.next_exec_id();
+        let socket = self.runtime_dir.join(format!("{exec_id}.sock"));
+        let _ = std::fs::remove_file(&socket);
+        let stdin = match stdin {
+            Some(fd) => fd,
+            None => std::fs::File::open("/dev/null").map_err(|e| Error::io("cannot open /dev/null", e))?.into(),
+        };
+        let pipe = || std::io::pipe().map_err(|e| Error::io("cannot make a pipe", e));
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let read_all = |mut r: std::io::PipeReader| {
+            tokio::task::spawn_blocking(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                buf
+            })
+        };
+        let (out, err) = (read_all(out_r), read_all(err_r));
+        let server = StdioServer::start(socket, StdioFds { stdin, stdout: out_w.into(), stderr: err_w.into() })
+            .map_err(|e| Error::io("cannot open a stdio socket", e))?;
+        let params = RunParams {
+            exec_id,
+            argv,
+            env: Default::default(),
+            clear_env: false,
+            cwd: None,
+            stdio: server.stdio_ref(),
+        };
+        let status = link.run(params).await;
+        drop(server);
+        let stdout = out.await.unwrap_or_default();
+        let stderr = err.await.unwrap_or_default();
+        Ok(Captured { status: status?, stdout, stderr })
+    }
+}

@@ -1,0 +1,183 @@
+//! The docker command lines this driver runs, built as argument vectors.
+//! Pure functions: every decision about flags lives here and is unit-tested
+//! without a daemon.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use tinybox_sdk::model::{NetworkPolicy, PortMapping, Resources};
+
+/// The command that keeps a container open. A container exits when its
+/// entrypoint returns, and an exited container cannot be exec-ed into.
+pub const KEEPALIVE: &str = "while :; do sleep 86400; done";
+
+/// Where a local directory is mounted, and where its commands start.
+pub const WORKSPACE: &str = "/workspace";
+
+/// Label naming the host directory bound at /workspace. `docker commit`
+/// copies a container's labels into the image, so a box made from a
+/// snapshot binds the same directory again.
+pub const WORKSPACE_LABEL: &str = "tinybox.workspace";
+
+/// Runs the box's command in a shell that records its process group in a
+/// file first, so a cancellation can reach it (killing the local `docker
+/// exec` client does not stop the process in the container). `exec` in a
+/// subshell forces the external program even where sh has a builtin of
+/// the same name; the file is removed when the command ends.
+const EXEC_WRAPPER: &str = r#"f=$1; shift; { echo $$ > "$f"; } 2>/dev/null; (exec "$@"); s=$?; rm -f "$f"; exit $s"#;
+
+/// Waits briefly for the command to have recorded its group, sends it
+/// SIGTERM, then SIGKILL if it is still there after 2 s.
+const CANCEL_SCRIPT: &str = r#"f=$1; i=0
+while [ ! -s "$f" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+p=$(cat "$f" 2>/dev/null) || exit 0
+[ -n "$p" ] || exit 0
+kill -TERM -"$p" 2>/dev/null || { rm -f "$f"; exit 0; }
+i=0
+while kill -0 -"$p" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+kill -KILL -"$p" 2>/dev/null
+rm -f "$f"
+exit 0"#;
+
+/// Everything `docker run` needs to make a box's container.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec<'a> {
+    pub container: &'a str,
+    pub box_id: &'a str,
+    pub namespace: &'a str,
+    pub image: &'a str,
+    /// A host directory to bind at /workspace.
+    pub workspace: Option<&'a Path>,
+    pub resources: &'a Resources,
+    pub network: NetworkPolicy,
+    /// Ports to publish; empty when the network is denied.
+    pub ports: &'a [PortMapping],
+    /// Never pull: the image must already be on the host (snapshots are).
+    pub local_only: bool,
+}
+
+fn docker(args: &[&str]) -> Vec<String> {
+    std::iter::once("docker").chain(args.iter().copied()).map(str::to_owned).collect()
+}
+
+/// `tinybox-<namespace>-<box id>`: box ids are unique within a store,
+/// container names across a daemon, so the namespace keeps two stores apart.
+pub fn container_name(namespace: &str, box_id: &str) -> String {
+    format!("tinybox-{namespace}-{box_id}")
+}
+
+/// `docker run -d ...`: a detached, hardened container held open by [`KEEPALIVE`].
+pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
+    let mut a = docker(&["run", "-d", "--name", spec.container]);
+    a.extend(["--label".into(), format!("tinybox.box={}", spec.box_id)]);
+    a.extend(["--label".into(), format!("tinybox.namespace={}", spec.namespace)]);
+    // Hardening that costs nothing: no privilege gain through setuid
+    // binaries, and no capabilities at all.
+    a.extend(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"].map(String::from));
+    let network = match spec.network {
+        NetworkPolicy::Denied => "none",
+        NetworkPolicy::Egress => "bridge",
+    };
+    a.extend(["--network".into(), network.into()]);
+    if let Some(cpus) = spec.resources.cpus {
+        a.extend(["--cpus".into(), format!("{cpus}")]);
+    }
+    if let Some(memory) = spec.resources.memory_bytes {
+        // Swap equal to memory: the cap is on memory, not memory plus swap.
+        a.extend(["--memory".into(), memory.to_string(), "--memory-swap".into(), memory.to_string()]);
+    }
+    if let Some(pids) = spec.resources.pids {
+        a.extend(["--pids-limit".into(), pids.to_string()]);
+    }
+    for p in spec.ports {
+        // Loopback only: a box's port is for this machine, not its network.
+        a.extend(["--publish".into(), format!("127.0.0.1:{}:{}", p.host, p.guest)]);
+    }
+    if let Some(dir) = spec.workspace {
+        let dir = dir.to_string_lossy();
+        a.extend(["--label".into(), format!("{WORKSPACE_LABEL}={dir}")]);
+        a.extend(["--mount".into(), bind_mount(&dir), "--workdir".into(), WORKSPACE.into()]);
+    }
+    if spec.local_only {
+        a.extend(["--pull".into(), "never".into()]);
+    }
+    a.extend(["--entrypoint".into(), "sh".into(), spec.image.into(), "-c".into(), KEEPALIVE.into()]);
+    a
+}
+
+/// `--mount` takes CSV: a field holding a comma or a quote is quoted, with
+/// quotes doubled, so no directory name can add an option of its own.
+fn bind_mount(source: &str) -> String {
+    let field = format!("source={source}");
+    let field =
+        if field.contains([',', '"', '\n', '\r']) { format!("\"{}\"", field.replace('"', "\"\"")) } else { field };
+    format!("type=bind,{field},target={WORKSPACE}")
+}
+
+/// The file a command's process group is recorded in, inside the container.
+pub fn pid_file(exec_id: &str) -> String {
+    // exec ids are core's (`x<pid>-<n>`); keep whatever else arrives a plain file name.
+    let safe: String = exec_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    format!("/tmp/.tinybox-exec-{safe}.pid")
+}
+
+/// `docker exec -i ...`: one docker call per command, streams passed through.
+pub fn exec(
+    container: &str,
+    cwd: Option<&str>,
+    env: &BTreeMap<String, String>,
+    pid_file: &str,
+    argv: &[String],
+) -> Vec<String> {
+    let mut a = docker(&["exec", "-i"]);
+    if let Some(dir) = cwd {
+        a.extend(["--workdir".into(), dir.into()]);
+    }
+    for (k, v) in env {
+        a.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    a.extend([container, "sh", "-c", EXEC_WRAPPER, "sh", pid_file].map(String::from));
+    a.extend(argv.iter().cloned());
+    a
+}
+
+/// Stops the command whose group `pid_file` records.
+pub fn cancel(container: &str, pid_file: &str) -> Vec<String> {
+    docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", pid_file])
+}
+
+/// The container's state as JSON.
+pub fn inspect_state(container: &str) -> Vec<String> {
+    docker(&["container", "inspect", "--format", "{{json .State}}", container])
+}
+
+/// An image's labels as JSON.
+pub fn image_labels(image: &str) -> Vec<String> {
+    docker(&["image", "inspect", "--format", "{{json .Config.Labels}}", image])
+}
+
+pub fn remove(container: &str) -> Vec<String> {
+    docker(&["rm", "--force", container])
+}
+
+pub fn commit(container: &str) -> Vec<String> {
+    docker(&["commit", container])
+}
+
+pub fn tag(image: &str, name: &str) -> Vec<String> {
+    docker(&["tag", image, name])
+}
+
+/// The working directory a command starts in: its own, else the box's.
+/// docker wants an absolute path; a relative one is taken from the box's
+/// directory, or from `/` when the image decides.
+pub fn workdir(cwd: Option<&str>, box_workdir: Option<&str>) -> Option<String> {
+    match (cwd, box_workdir) {
+        (Some(c), _) if c.starts_with('/') => Some(c.to_owned()),
+        (Some(c), base) => Some(format!("{}/{c}", base.unwrap_or("").trim_end_matches('/'))),
+        (None, base) => base.map(str::to_owned),
+    }
+}

@@ -1,0 +1,119 @@
+//! `tinybox-driver-docker`: the Docker sandbox. A box is a detached,
+//! hardened container held open by a shell loop; a command is one `docker
+//! exec` with the caller's own streams; a snapshot is `docker commit`.
+//!
+//! Every docker command runs on the box's host through core's reverse
+//! `host.run`: this driver never opens the daemon's socket and never spawns
+//! anything itself, so Docker on a remote machine follows by composing it
+//! with a remote host (ADR 0004). It keeps no state between processes: the
+//! container's name is in the box's handle and its state is read from
+//! docker every time.
+//!
+//! It does not apply a disk limit (`--storage-opt size=` works on few
+//! storage drivers) and does not declare pause/resume (no sandbox method
+//! reaches it); core refuses both before this driver hears of them.
+
+mod argv;
+mod execs;
+mod failure;
+mod host;
+mod sandbox;
+mod state;
+
+use async_trait::async_trait;
+use tinybox_sdk::model::{
+    ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind,
+};
+use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult};
+use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
+
+use sandbox::{Config, Docker};
+
+struct DockerSandbox {
+    docker: Docker,
+}
+
+/// What this driver really enforces, and nothing else.
+fn capabilities() -> SandboxCapabilities {
+    SandboxCapabilities {
+        isolation: IsolationLevel::Kernel,
+        snapshot: SnapshotSupport::Filesystem,
+        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits].into(),
+        limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
+        network_deny: true,
+        sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
+    }
+}
+
+/// The handshake comes before any call to the host is possible, so health
+/// says only what this machine shows: whether a docker CLI is on PATH.
+/// Whether a daemon answers is learnt when a box is created, and a create
+/// that cannot reach one says so.
+fn health() -> Health {
+    let found = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("docker")).find(|d| d.is_file()));
+    match found {
+        Some(cli) => {
+            Health::ok_with(format!("docker CLI at {}; the daemon is reached when a box is made", cli.display()))
+        }
+        None => Health::unavailable("no docker CLI on PATH; install docker (docker.io on Debian)"),
+    }
+}
+
+#[async_trait]
+impl SandboxDriver for DockerSandbox {
+    fn info(&self) -> DriverInfo {
+        DriverInfo { name: "docker".into(), version: env!("CARGO_PKG_VERSION").into(), health: health() }
+    }
+
+    fn capabilities(&self) -> SandboxCapabilities {
+        capabilities()
+    }
+
+    async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
+        self.docker.create(host, params).await
+    }
+
+    async fn exec(&self, host: &HostHandle, params: ExecParams) -> Result<ExitStatus, DriverError> {
+        self.docker.exec(host, params).await
+    }
+
+    async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
+        self.docker.destroy(host, target).await
+    }
+
+    async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
+        self.docker.inspect(host, target).await
+    }
+
+    async fn snapshot(&self, host: &HostHandle, target: BoxRef) -> Result<SnapshotId, DriverError> {
+        self.docker.snapshot(host, target).await
+    }
+
+    async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {
+        self.docker.cancel(host, exec_id).await
+    }
+}
+
+fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--version") {
+        println!("tinybox-driver-docker {}", env!("CARGO_PKG_VERSION"));
+        return;
+    }
+    tinybox_sdk::run_sandbox_main(DockerSandbox { docker: Docker::new(Config::from_env()) })
+}
+
+#[cfg(test)]
+mod main_tests {
+    use super::*;
+
+    #[test]
+    fn the_declaration_is_consistent_and_claims_no_disk_limit_or_pause() {
+        let caps = capabilities();
+        caps.check_consistent().unwrap();
+        assert!(caps.is_suitable_for_untrusted_code());
+        assert!(!caps.limits.contains(&Limit::Disk));
+        assert!(!caps.has(&Feature::PauseResume));
+        assert!(!caps.sources.contains(&SourceKind::GitRepo));
+    }
+}

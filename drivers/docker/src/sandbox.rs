@@ -1,0 +1,325 @@
+//! What each sandbox method does, as docker commands run on the box's host.
+//! Stateless between processes: what a later call needs is in the box's
+//! handle, and the container's state is always read from docker itself.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
+use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams};
+
+use crate::argv::{self, RunSpec};
+use crate::execs::Execs;
+use crate::failure::{self, Cause};
+use crate::host::Host;
+use crate::state;
+
+/// Settings read from the driver's environment (core's, inherited).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The image a local directory is mounted over, and a box with no
+    /// source starts from: `TINYBOX_DOCKER_BASE_IMAGE`, default `busybox:latest`.
+    pub base_image: String,
+}
+
+impl Config {
+    pub const DEFAULT_BASE_IMAGE: &str = "busybox:latest";
+
+    pub fn from_env() -> Config {
+        let base_image = std::env::var("TINYBOX_DOCKER_BASE_IMAGE")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| Self::DEFAULT_BASE_IMAGE.to_owned());
+        Config { base_image }
+    }
+}
+
+/// The driver's record of a box, kept by core and handed back on every call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Handle {
+    pub container: String,
+    pub image: String,
+    /// `none` or `bridge`.
+    pub network: String,
+    /// Where commands start when they name no directory; `None`: the image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<PortMapping>,
+    /// Why the box's ports were not published, when they were not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpublished: Option<String>,
+}
+
+impl Handle {
+    fn of(target: &BoxRef) -> Result<Handle, DriverError> {
+        serde_json::from_value(target.handle.clone()).map_err(|e| {
+            DriverError::invalid(format!("box {}'s handle is not one this docker driver made: {e}", target.box_id))
+        })
+    }
+}
+
+pub struct Docker {
+    config: Config,
+    execs: Execs,
+}
+
+impl Docker {
+    pub fn new(config: Config) -> Docker {
+        Docker { config, execs: Execs::default() }
+    }
+
+    pub async fn create(&self, host: &dyn Host, p: CreateParams) -> Result<CreateResult, DriverError> {
+        let container = argv::container_name(&p.namespace, p.box_id.as_str());
+        let (image, workspace, local_only) = match &p.source {
+            None => (self.config.base_image.clone(), None, false),
+            Some(WorkspaceSource::OciImage { reference }) => (reference.clone(), None, false),
+            Some(WorkspaceSource::LocalDir { path }) => {
+                if !path.is_absolute() {
+                    return Err(DriverError::invalid(format!(
+                        "workspace directory {} is not an absolute path",
+                        path.display()
+                    )));
+                }
+                (self.config.base_image.clone(), Some(path.clone()), false)
+            }
+            Some(WorkspaceSource::Snapshot { id }) => (id.to_string(), snapshot_workspace(host, id).await?, true),
+            Some(WorkspaceSource::GitRepo { .. }) => {
+                return Err(DriverError::unsupported(
+                    "docker cannot start from a git repository: no clone step exists yet",
+                ));
+            }
+        };
+        if image.starts_with('-') || image.is_empty() {
+            return Err(DriverError::invalid(format!("image reference {image:?} is not an image name")));
+        }
+        // With the network denied there is nowhere for a published port to
+        // lead (and docker refuses the pair): the denial wins.
+        let network = p.network.unwrap_or(NetworkPolicy::Denied);
+        let (published, unpublished) = match (network, p.ports.is_empty()) {
+            (_, true) => (Vec::new(), None),
+            (NetworkPolicy::Denied, false) => {
+                (Vec::new(), Some(format!("ports {} not published: the network is denied", ports_list(&p.ports))))
+            }
+            (NetworkPolicy::Egress, false) => (p.ports.clone(), None),
+        };
+        let spec = RunSpec {
+            container: &container,
+            box_id: p.box_id.as_str(),
+            namespace: &p.namespace,
+            image: &image,
+            workspace: workspace.as_deref(),
+            resources: &p.resources,
+            network,
+            ports: &published,
+            local_only,
+        };
+        let made = host.capture(argv::run(&spec)).await?;
+        if !made.success() {
+            return Err(self.creation_failed(host, &container, &p, &image, &made).await);
+        }
+        let workdir = workspace.as_ref().map(|_| argv::WORKSPACE.to_owned());
+        let handle = Handle {
+            container,
+            image,
+            network: if network == NetworkPolicy::Denied { "none" } else { "bridge" }.into(),
+            workdir: workdir.clone(),
+            published,
+            unpublished,
+        };
+        let handle = serde_json::to_value(&handle).map_err(|e| DriverError::failed(e.to_string()))?;
+        Ok(CreateResult { handle, workdir })
+    }
+
+    /// Removes what a failed `docker run` left (it creates the container
+    /// before it starts it) and says why it failed. A name already in use
+    /// belongs to someone else and is left alone.
+    async fn creation_failed(
+        &self,
+        host: &dyn Host,
+        container: &str,
+        p: &CreateParams,
+        image: &str,
+        made: &tinybox_sdk::capture::Captured,
+    ) -> DriverError {
+        let cause = failure::cause(made);
+        if cause == Cause::NameInUse {
+            return DriverError::failed(format!(
+                "container {container} already exists on the box's host, so another store uses namespace {ns}; \
+                 give this store its own namespace (--namespace, or \"namespace\" in its config.json) \
+                 or remove the container with `docker rm -f {container}`",
+                ns = p.namespace
+            ));
+        }
+        if !matches!(cause, Cause::NoCli | Cause::NoDaemon) {
+            let _ = host.capture(argv::remove(container)).await;
+        }
+        match (cause, &p.source) {
+            (Cause::NoShell, _) => DriverError::invalid(format!(
+                "image {image} has no sh: tinybox holds a box's container open with `sh -c '{}'`, so the image \
+                 needs a sh on its PATH (distroless images do not work)",
+                argv::KEEPALIVE
+            )),
+            (Cause::NoSuchImage, Some(WorkspaceSource::Snapshot { id })) => {
+                DriverError::not_found(format!("snapshot {id} does not exist on the box's host"))
+            }
+            (Cause::NoSuchImage, _) => {
+                DriverError::not_found(format!("image {image} is not on the box's host: {}", made.stderr_text()))
+            }
+            _ => failure::error("docker run", made),
+        }
+    }
+
+    pub async fn exec(&self, host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
+        let handle = Handle::of(&p.target)?;
+        let mut env = p.box_env;
+        env.extend(p.request.env);
+        let cwd = argv::workdir(p.request.cwd.as_deref(), handle.workdir.as_deref());
+        let pid_file = argv::pid_file(&p.exec_id);
+        let command = argv::exec(&handle.container, cwd.as_deref(), &env, &pid_file, &p.request.argv);
+        let Some(running) = self.execs.start(&p.exec_id, &handle.container, &pid_file) else {
+            // Cancelled before it started: it never does.
+            return Ok(ExitStatus { code: None, signal: Some(15) });
+        };
+        let params = RunParams {
+            exec_id: p.exec_id.clone(),
+            argv: command,
+            env: Default::default(),
+            clear_env: false,
+            cwd: None,
+            stdio: p.stdio,
+        };
+        let status = host.run(params).await;
+        self.execs.finish(&p.exec_id);
+        let status = status?;
+        // A signal ended the local client, not the command (docker reports
+        // a command's own signal as 128+n): the command may run on inside.
+        if status.signal.is_some() && running.claim_stop() {
+            let _ = host.capture(argv::cancel(&running.container, &running.pid_file)).await;
+        }
+        // docker's own failures (no such container, not running) end with
+        // 1, a missing docker CLI with 127: statuses a command may end with
+        // too, so only then is the container looked at, and only to tell a
+        // box that has gone from a command that failed.
+        if matches!(status.code, Some(1 | 127)) {
+            self.require_running(host, &p.target.box_id, &handle.container).await?;
+        }
+        Ok(status)
+    }
+
+    async fn require_running(&self, host: &dyn Host, box_id: &BoxId, container: &str) -> Result<(), DriverError> {
+        let seen = host.capture(argv::inspect_state(container)).await?;
+        match read_state(container, &seen) {
+            Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Ready => Ok(()),
+            Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Gone => Err(DriverError::not_found(format!(
+                "box {box_id} is gone: its container {container} no longer exists (removed outside tinybox); \
+                 `tinybox rm {box_id}` forgets it"
+            ))),
+            Ok(s) => Err(DriverError::failed(format!(
+                "box {box_id} cannot run commands: {}",
+                s.detail.unwrap_or_else(|| "its container is not running".into())
+            ))),
+            // Not knowing is no reason to replace the command's own status.
+            Err(e) if e.code == tinybox_sdk::protocol::ErrorCode::Unavailable => Err(e),
+            Err(_) => Ok(()),
+        }
+    }
+
+    pub async fn destroy(&self, host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
+        let handle = Handle::of(&target)?;
+        let done = host.capture(argv::remove(&handle.container)).await?;
+        if done.success() { Ok(()) } else { Err(failure::error(&format!("docker rm {}", handle.container), &done)) }
+    }
+
+    pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
+        let handle = Handle::of(&target)?;
+        let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+        let mut result = read_state(&handle.container, &seen)?;
+        if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
+            detail.push_str(&format!("; {note}"));
+        }
+        Ok(result)
+    }
+
+    /// `docker commit`, then a tag naming the image `sha-<12 hex>`: the
+    /// snapshot id is then an image reference docker resolves as it is, and
+    /// a tagged image is never pruned as dangling.
+    pub async fn snapshot(&self, host: &dyn Host, target: BoxRef) -> Result<SnapshotId, DriverError> {
+        let handle = Handle::of(&target)?;
+        let committed = host.capture(argv::commit(&handle.container)).await?;
+        if !committed.success() {
+            return Err(match failure::cause(&committed) {
+                Cause::NoSuchContainer => DriverError::not_found(format!(
+                    "box {} is gone: its container {} no longer exists",
+                    target.box_id, handle.container
+                )),
+                _ => failure::error("docker commit", &committed),
+            });
+        }
+        let digest = committed.stdout_text();
+        let id = snapshot_id(&digest)
+            .ok_or_else(|| DriverError::failed(format!("docker commit printed {digest:?}, not an image digest")))?;
+        let tagged = host.capture(argv::tag(&digest, id.as_str())).await?;
+        if !tagged.success() {
+            return Err(failure::error("docker tag", &tagged));
+        }
+        Ok(id)
+    }
+
+    /// Stops the command of exec `exec_id` inside its container (unless
+    /// its exec, seeing its client killed by core's cancellation of the
+    /// forwarded run, does it first); an exec not started yet never starts.
+    pub async fn cancel(&self, host: &dyn Host, exec_id: &str) -> Result<(), DriverError> {
+        if let Some(running) = self.execs.cancel(exec_id) {
+            // Best effort: a container that has gone took the command with it.
+            host.capture(argv::cancel(&running.container, &running.pid_file)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The box state a `docker container inspect` reported.
+fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<InspectResult, DriverError> {
+    if !seen.success() {
+        return match failure::cause(seen) {
+            Cause::NoSuchContainer => Ok(state::gone(container)),
+            _ => Err(failure::error("docker container inspect", seen)),
+        };
+    }
+    let s: state::ContainerState = serde_json::from_slice(&seen.stdout).map_err(|e| {
+        DriverError::failed(format!("docker container inspect printed a state this driver cannot read: {e}"))
+    })?;
+    Ok(state::to_box_state(container, &s))
+}
+
+/// The host directory a snapshot's box had bound at /workspace, read from
+/// the label `docker commit` carried over from its container.
+async fn snapshot_workspace(host: &dyn Host, id: &SnapshotId) -> Result<Option<PathBuf>, DriverError> {
+    let seen = host.capture(argv::image_labels(id.as_str())).await?;
+    if !seen.success() {
+        return Err(match failure::cause(&seen) {
+            Cause::NoSuchImage => DriverError::not_found(format!("snapshot {id} does not exist on the box's host")),
+            _ => failure::error("docker image inspect", &seen),
+        });
+    }
+    let labels: Option<HashMap<String, String>> = serde_json::from_slice(&seen.stdout).unwrap_or_default();
+    Ok(labels.and_then(|mut l| l.remove(argv::WORKSPACE_LABEL)).filter(|p| !p.is_empty()).map(PathBuf::from))
+}
+
+/// `sha-` and the first twelve hex digits of `sha256:<hex>`.
+pub fn snapshot_id(digest: &str) -> Option<SnapshotId> {
+    let hex = digest.trim().strip_prefix("sha256:")?;
+    if hex.len() < 12 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    SnapshotId::new(format!("sha-{}", hex[..12].to_ascii_lowercase())).ok()
+}
+
+fn ports_list(ports: &[PortMapping]) -> String {
+    ports.iter().map(|p| format!("{}:{}", p.host, p.guest)).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,137 @@
+//! The bwrap command line for one command in a box. A pure function, so
+//! every flag that forms the boundary is pinned by a unit test.
+
+use std::collections::BTreeMap;
+
+/// Where the box's one writable directory appears, and commands start.
+pub const WORKSPACE: &str = "/workspace";
+
+/// PATH given to bwrap itself (never to the box): bwrap runs with an empty
+/// environment so that nothing of the caller's — tokens included — is
+/// readable through the sandbox's /proc/1/environ.
+pub const BWRAP_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The host files a box sees under /etc: these four, never the whole
+/// directory, which holds every credential and host key the user can read.
+pub const ETC_ALLOWED: [&str; 4] = ["/etc/passwd", "/etc/group", "/etc/resolv.conf", "/etc/ssl/certs"];
+
+/// What one command needs to know about its box.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    /// The host directory bound at /workspace.
+    pub workspace: &'a str,
+    /// Where the command starts, inside the box.
+    pub cwd: Option<&'a str>,
+    /// The whole environment the command gets.
+    pub env: &'a BTreeMap<String, String>,
+    /// Stay in the network namespace bwrap starts in. Only ever true for
+    /// egress, where that namespace is a private one netwrap.sh made and
+    /// slirp4netns serves — never the host's.
+    pub share_net: bool,
+}
+
+/// The arguments after `bwrap`, ending with `--` and the command.
+pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = Vec::with_capacity(64 + argv.len());
+    let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
+    push(&["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"]);
+    if !layout.share_net {
+        push(&["--unshare-net"]);
+    }
+    // Without these two the box outlives its command's parent, and can push
+    // keystrokes into the caller's terminal through TIOCSTI.
+    push(&["--die-with-parent", "--new-session"]);
+    push(&["--cap-drop", "ALL"]);
+    push(&["--ro-bind", "/usr", "/usr"]);
+    for (link, target) in [("/bin", "usr/bin"), ("/sbin", "usr/sbin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64")] {
+        push(&["--symlink", target, link]);
+    }
+    push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/etc"]);
+    for path in ETC_ALLOWED {
+        push(&["--ro-bind-try", path, path]);
+    }
+    push(&["--bind", layout.workspace, WORKSPACE]);
+    // Everything outside /workspace and /tmp is read-only.
+    push(&["--remount-ro", "/"]);
+    let cwd = match layout.cwd {
+        None => WORKSPACE.to_owned(),
+        Some(c) if c.starts_with('/') => c.to_owned(),
+        Some(c) => format!("{WORKSPACE}/{c}"),
+    };
+    push(&["--chdir", &cwd]);
+    push(&["--clearenv"]);
+    for (k, v) in layout.env {
+        push(&["--setenv", k, v]);
+    }
+    push(&["--"]);
+    a.extend(argv.iter().cloned());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(env: &BTreeMap<String, String>, cwd: Option<&str>) -> Vec<String> {
+        args(
+            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false },
+            &["sh".into(), "-c".into(), "x; y".into()],
+        )
+    }
+
+    fn has_seq(a: &[String], seq: &[&str]) -> bool {
+        a.windows(seq.len()).any(|w| w.iter().zip(seq).all(|(x, y)| x == y))
+    }
+
+    #[test]
+    fn the_boundary_flags_are_always_there() {
+        let a = build(&BTreeMap::new(), None);
+        for flag in [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup",
+            "--unshare-net",
+            "--die-with-parent",
+            "--new-session",
+            "--clearenv",
+        ] {
+            assert!(a.iter().any(|x| x == flag), "missing {flag}");
+        }
+        assert!(has_seq(&a, &["--cap-drop", "ALL"]));
+        assert!(has_seq(&a, &["--ro-bind", "/usr", "/usr"]));
+        assert!(has_seq(&a, &["--bind", "/home/u/proj", "/workspace"]));
+        assert!(has_seq(&a, &["--chdir", "/workspace"]));
+        assert!(has_seq(&a, &["--proc", "/proc"]) && has_seq(&a, &["--tmpfs", "/tmp"]));
+    }
+
+    #[test]
+    fn only_four_etc_entries_are_bound() {
+        let a = build(&BTreeMap::new(), None);
+        let etc: Vec<&String> = a.iter().filter(|x| x.starts_with("/etc/")).collect();
+        assert_eq!(etc.len(), 8, "each allowed file appears as source and destination: {etc:?}");
+        assert!(
+            !a.iter().any(|x| x == "/etc" && a.iter().any(|y| y == "--ro-bind")) || has_seq(&a, &["--dir", "/etc"])
+        );
+        assert!(!has_seq(&a, &["--ro-bind", "/etc", "/etc"]) && !has_seq(&a, &["--bind", "/", "/"]));
+    }
+
+    #[test]
+    fn the_command_follows_the_separator_verbatim() {
+        let a = build(&BTreeMap::new(), None);
+        let sep = a.iter().position(|x| x == "--").unwrap();
+        assert_eq!(&a[sep + 1..], ["sh", "-c", "x; y"]);
+    }
+
+    #[test]
+    fn env_is_exactly_the_one_given_and_cwd_resolves_under_the_workspace() {
+        let env: BTreeMap<String, String> = [("A".to_string(), "1 2".to_string())].into();
+        let a = build(&env, Some("sub/dir"));
+        assert!(has_seq(&a, &["--setenv", "A", "1 2"]));
+        assert_eq!(a.iter().filter(|x| *x == "--setenv").count(), 1);
+        assert!(has_seq(&a, &["--chdir", "/workspace/sub/dir"]));
+        let a = build(&env, Some("/tmp"));
+        assert!(has_seq(&a, &["--chdir", "/tmp"]));
+    }
+}

@@ -1,0 +1,229 @@
+//! One JSON call: the method's name and parameters in, `{"ok": result}` or
+//! `{"error": {...}}` out. Results are the documents `tinybox <verb> --json`
+//! prints (docs/specs/json-shapes.md).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tinybox_core::{Target, Tinybox};
+
+use crate::errors::{CallError, CallResult, Code};
+use crate::exec::{Launch, Running};
+use crate::params::{self, Common};
+use crate::state::{State, state};
+
+/// Every method of ABI v1, in the order the release contract lists them.
+pub const METHODS: &[&str] = &[
+    "manifest",
+    "create",
+    "exec",
+    "exec.start",
+    "exec.read",
+    "exec.wait",
+    "exec.cancel",
+    "inspect",
+    "ls",
+    "rm",
+    "snapshot",
+    "fork",
+    "stop",
+    "resume",
+    "autosnapshot",
+    "template.save",
+    "template.ls",
+    "template.rm",
+    "reap",
+    "drivers",
+    "close",
+];
+
+fn ok<T: Serialize>(value: &T) -> CallResult<Value> {
+    serde_json::to_value(value).map_err(|e| CallError::internal(format!("cannot encode the result: {e}")))
+}
+
+/// Runs `method` with `params` (a JSON text) and returns its result.
+pub fn call(method: &str, params: &str) -> CallResult<Value> {
+    if !METHODS.contains(&method) {
+        return Err(CallError::new(
+            Code::UnknownMethod,
+            format!(
+                "no method {method:?} in TinyBus ABI {}; the methods are: {}",
+                crate::ABI_VERSION,
+                METHODS.join(", ")
+            ),
+        ));
+    }
+    let (common, rest) = params::split(params)?;
+    let st = state()?;
+    match method {
+        "manifest" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            Ok(crate::manifest::manifest())
+        }
+        "create" => create(st, &common, params::parse(method, rest)?),
+        "exec" => {
+            let p: params::ExecParams = params::parse(method, rest)?;
+            if p.buffer_bytes.is_some() {
+                return Err(CallError::invalid("exec: buffer_bytes applies to exec.start only"));
+            }
+            let max = p.max_output()?;
+            let run = start(st, &common, &p, None)?;
+            run.wait(max)
+        }
+        "exec.start" => {
+            let p: params::ExecParams = params::parse(method, rest)?;
+            let run = start(st, &common, &p, Some(p.buffer()?))?;
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let handle = format!("exec-{}", NEXT.fetch_add(1, Ordering::SeqCst));
+            st.execs.lock().unwrap_or_else(|p| p.into_inner()).insert(handle.clone(), run.clone());
+            Ok(json!({ "exec": handle, "id": run.box_id }))
+        }
+        "exec.read" => {
+            let p: params::ReadParams = params::parse(method, rest)?;
+            let run = running(st, &p.exec)?;
+            Ok(run.read(p.wait_ms.map(std::time::Duration::from_millis), p.max()?))
+        }
+        "exec.wait" => {
+            let p: params::HandleParams = params::parse(method, rest)?;
+            let max = p.max_output()?;
+            let run = running(st, &p.exec)?;
+            let result = run.wait(max);
+            st.execs.lock().unwrap_or_else(|p| p.into_inner()).remove(&p.exec);
+            result
+        }
+        "exec.cancel" => {
+            let p: params::HandleParams = params::parse(method, rest)?;
+            running(st, &p.exec)?.cancel();
+            Ok(json!({ "exec": p.exec, "cancelling": true }))
+        }
+        "inspect" => {
+            let p: params::BoxParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.inspect(&p.id))?)
+        }
+        "ls" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            ok(&engine(st, &common)?.list()?)
+        }
+        "rm" => {
+            let ids = params::parse::<params::RmParams>(method, rest)?.all()?;
+            let engine = engine(st, &common)?;
+            let mut removed = Vec::new();
+            let mut failed = Vec::new();
+            for id in &ids {
+                match st.block_on(engine.remove(id)) {
+                    Ok(_) => removed.push(id.to_string()),
+                    Err(e) => failed.push(json!({ "id": id.to_string(), "error": e.to_string() })),
+                }
+            }
+            Ok(json!({ "removed": removed, "failed": failed }))
+        }
+        "snapshot" => {
+            let p: params::BoxParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.snapshot(&p.id))?)
+        }
+        "fork" => {
+            let p: params::BoxParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.fork(&p.id))?)
+        }
+        "stop" => {
+            let p: params::BoxParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.stop(&p.id))?)
+        }
+        "resume" => {
+            let p: params::BoxParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.resume(&p.id))?)
+        }
+        "autosnapshot" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.autosnapshot())?)
+        }
+        "template.save" => {
+            let p: params::TemplateSaveParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.template_save(p.name, &p.id))?)
+        }
+        "template.ls" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            ok(&engine(st, &common)?.template_list()?)
+        }
+        "template.rm" => {
+            let p: params::TemplateNameParams = params::parse(method, rest)?;
+            ok(&engine(st, &common)?.template_remove(&p.name)?)
+        }
+        "reap" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.reap())?)
+        }
+        "drivers" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.driver_reports()))
+        }
+        "close" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            Ok(json!({ "closed_engines": st.close() }))
+        }
+        _ => Err(CallError::internal(format!("method {method} is listed but has no handler"))),
+    }
+}
+
+fn store_dir(common: &Common) -> std::path::PathBuf {
+    common.store.clone().unwrap_or_else(tinybox_core::paths::default_store_dir)
+}
+
+fn engine(st: &State, common: &Common) -> CallResult<Arc<Tinybox>> {
+    st.engine(&store_dir(common))
+}
+
+fn running(st: &State, handle: &str) -> CallResult<Arc<Running>> {
+    st.execs.lock().unwrap_or_else(|p| p.into_inner()).get(handle).cloned().ok_or_else(|| {
+        CallError::new(
+            Code::NotFound,
+            format!("no exec {handle:?} in flight; exec.start returns one, exec.wait ends it"),
+        )
+    })
+}
+
+/// `create`, as `tinybox create` does it: the sandbox named, or the
+/// strongest healthy one (never passthrough unless named); the namespace
+/// given, or the store's configured one; a template resolved to its snapshot.
+fn create(st: &State, common: &Common, p: params::CreateParams) -> CallResult<Value> {
+    let dir = store_dir(common);
+    let engine = st.engine(&dir)?;
+    let configured = if p.namespace.is_none() { params::configured_namespace(&dir)? } else { None };
+    let info = st.block_on(async {
+        let sandbox = match &p.sandbox {
+            Some(s) => s.clone(),
+            None => engine.choose_sandbox(p.floor()).await?.0,
+        };
+        let mut spec = p.spec(sandbox, configured)?;
+        if let Some(t) = &p.from_template {
+            spec.source = Some(engine.template_source(t, &spec.workspace)?);
+        }
+        Ok::<_, CallError>(engine.create(spec).await?)
+    })?;
+    ok(&info)
+}
+
+fn start(st: &State, common: &Common, p: &params::ExecParams, stream: Option<usize>) -> CallResult<Arc<Running>> {
+    let request = p.request();
+    request.validate().map_err(tinybox_core::Error::from)?;
+    let launch = Launch {
+        box_id: p.id.clone(),
+        request,
+        target: if p.runner { Target::Runner } else { Target::Workspace },
+        stdin: p.stdin_bytes()?,
+        timeout: p.timeout()?,
+    };
+    let max = p.max_output()?;
+    Running::start(st, engine(st, common)?, launch, stream, max)
+}

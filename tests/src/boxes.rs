@@ -1,0 +1,159 @@
+//! Running the CLI as a given principal — root, or an unprivileged user for
+//! rootless suites — against a store and workspace that principal owns, and
+//! compiling the C probe that escape suites run inside boxes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use crate::bin;
+
+/// The unprivileged user rootless suites use (made by contrib/setup/start-test-user).
+pub const TEST_USER: &str = "tinybox-test";
+
+/// Who runs the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// This process's own user.
+    Me,
+    /// Another user, switched to with setpriv (which execs in place, so the
+    /// process a test signals is tinybox itself).
+    User { name: String, uid: u32, gid: u32 },
+}
+
+impl Principal {
+    /// Every principal a suite should run as here: always this process's
+    /// user, plus the unprivileged test user when we are root and it exists.
+    /// Prints a `skipped:` line for the rootless run when it cannot happen.
+    pub fn all(test: &str) -> Vec<Principal> {
+        let mut all = vec![Principal::Me];
+        match Principal::test_user() {
+            Ok(p) => all.push(p),
+            Err(why) => crate::skip(&format!("{test} (rootless)"), &why),
+        }
+        all
+    }
+
+    fn test_user() -> Result<Principal, String> {
+        if rustix::process::getuid().as_raw() != 0 {
+            return Err("not root, so cannot switch to another user (run as root, or as the test user directly)".into());
+        }
+        let id = |flag: &str| -> Result<u32, String> {
+            let out = Command::new("id").arg(flag).arg(TEST_USER).output().map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(format!("no user {TEST_USER}; contrib/setup/start-test-user creates it"));
+            }
+            String::from_utf8_lossy(&out.stdout).trim().parse().map_err(|e| format!("{e}"))
+        };
+        Ok(Principal::User { name: TEST_USER.into(), uid: id("-u")?, gid: id("-g")? })
+    }
+
+    pub fn label(&self) -> &str {
+        match self {
+            Principal::Me => "as this user",
+            Principal::User { .. } => "rootless",
+        }
+    }
+
+    /// Hands `path` to this principal.
+    pub fn own(&self, path: &Path) {
+        if let Principal::User { uid, gid, .. } = self {
+            std::os::unix::fs::chown(path, Some(*uid), Some(*gid)).expect("chown to the test user");
+        }
+    }
+
+    /// `program args` as this principal, with a minimal environment.
+    pub fn command(&self, program: &Path, args: &[&str]) -> Command {
+        let mut c = match self {
+            Principal::Me => Command::new(program),
+            Principal::User { uid, gid, name } => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={gid}"))
+                    .arg("--init-groups")
+                    .arg("--")
+                    .arg(program);
+                c.env("HOME", format!("/home/{name}")).env("USER", name);
+                c
+            }
+        };
+        c.args(args);
+        c.env_remove("XDG_RUNTIME_DIR").env("PATH", "/usr/local/bin:/usr/bin:/bin").env("TINYBOX_DRIVER_PATH", "");
+        c
+    }
+}
+
+/// A store and a workspace owned by one principal, and the CLI to drive them.
+pub struct BoxEnv {
+    pub who: Principal,
+    pub store: tempfile::TempDir,
+    pub workspace: tempfile::TempDir,
+}
+
+impl BoxEnv {
+    pub fn new(who: &Principal) -> BoxEnv {
+        let store = tempfile::tempdir().expect("store dir");
+        let workspace = tempfile::tempdir().expect("workspace dir");
+        who.own(store.path());
+        who.own(workspace.path());
+        BoxEnv { who: who.clone(), store, workspace }
+    }
+
+    /// `tinybox --store STORE ARGS` as the principal.
+    pub fn cli(&self, args: &[&str]) -> Command {
+        let mut all = vec!["--store", self.store.path().to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        self.who.command(&bin("tinybox"), &all)
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cli(args).stdin(Stdio::null()).output().expect("run tinybox")
+    }
+
+    /// Creates a box over the workspace and returns its id.
+    pub fn create(&self, extra: &[&str]) -> String {
+        let ws = self.workspace.path().to_str().expect("utf-8 path").to_owned();
+        let mut args = vec!["create", "--workspace", &ws];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        assert!(
+            out.status.success(),
+            "{} create {extra:?}: {}",
+            self.who.label(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Copies the compiled escape probe into the workspace, as /workspace/escape.
+    pub fn install_probe(&self) {
+        let dest = self.workspace.path().join("escape");
+        std::fs::copy(escape_probe(), &dest).expect("copy probe");
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o755)).expect("chmod probe");
+        self.who.own(&dest);
+    }
+}
+
+/// The escape probe (tests/probes/escape.c), compiled once per test process.
+pub fn escape_probe() -> PathBuf {
+    static PROBE: OnceLock<PathBuf> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("tinybox-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("probe dir");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
+            let out = dir.join("escape");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("probes/escape.c");
+            let status =
+                Command::new("cc").args(["-O2", "-static", "-o"]).arg(&out).arg(&src).status().expect("run cc");
+            assert!(status.success(), "cc could not build the escape probe");
+            out
+        })
+        .clone()
+}
+
+/// `name=value` lines from a probe's output.
+pub fn probe_value(output: &[u8], name: &str) -> Option<String> {
+    String::from_utf8_lossy(output).lines().find_map(|l| l.strip_prefix(&format!("{name}=")).map(str::to_owned))
+}

@@ -1,0 +1,206 @@
+//! Live suite, part two: what a docker box keeps over time — snapshots and
+//! forks, templates, stop and resume, autosnapshots on their cadence — and
+//! namespaces that let two stores share one daemon. Each test skips,
+//! saying why, when no daemon answers.
+
+use std::sync::Arc;
+
+use tinybox_core::clock::{ManualClock, SystemClock};
+use tinybox_core::engine::Autosnapshot;
+use tinybox_core::model::{BoxSpec, Lifecycle, Placement, WorkspaceSource};
+use tinybox_tests::docker::{self, Namespace, docker, docker_ok, run, run_ok};
+use tinybox_tests::{Cli, skip};
+
+macro_rules! need_docker {
+    ($test:expr) => {
+        if let Some(why) = docker::unavailable() {
+            skip($test, &why);
+            return;
+        }
+    };
+}
+
+fn is_snapshot_id(id: &str) -> bool {
+    id.strip_prefix("sha-").is_some_and(|h| h.len() == 12 && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_sees_the_files_written_before_its_snapshot_and_not_after() {
+    need_docker!("docker_lifecycle::fork");
+    let ns = Namespace::new("fork");
+    let (tb, _dir) = docker::engine(Arc::new(SystemClock));
+    let original = tb.create(docker::spec(&ns)).await.unwrap();
+    run_ok(&tb, &original.id, &["sh", "-c", "mkdir /data && echo before > /data/a"]).await;
+
+    // The id is the whole record: docker resolves it as an image reference.
+    let snap = tb.snapshot(&original.id).await.unwrap();
+    assert!(is_snapshot_id(snap.id.as_str()), "{}", snap.id);
+    assert_eq!(docker_ok(&["image", "inspect", "--format", "{{.Id}}", snap.id.as_str()])[7..19], snap.id.as_str()[4..]);
+
+    let fork = tb.fork(&original.id).await.unwrap();
+    assert_ne!(fork.id, original.id);
+    run_ok(&tb, &original.id, &["sh", "-c", "echo after > /data/b"]).await;
+    assert_eq!(run_ok(&tb, &fork.id, &["cat", "/data/a"]).await, "before\n");
+    assert!(!run(&tb, &fork.id, &["test", "-e", "/data/b"]).await.status.success(), "the fork saw a later write");
+
+    // A box started from the first snapshot directly sees the same.
+    let mut spec = docker::spec(&ns);
+    spec.source = Some(WorkspaceSource::Snapshot { id: snap.id.clone() });
+    let from_snapshot = tb.create(spec).await.unwrap();
+    assert_eq!(run_ok(&tb, &from_snapshot.id, &["cat", "/data/a"]).await, "before\n");
+    tb.close().await;
+}
+
+#[test]
+fn a_template_names_a_snapshot_that_new_boxes_start_from() {
+    need_docker!("docker_lifecycle::templates");
+    let ns = Namespace::new("template");
+    let cli = Cli::new();
+    let docker_args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
+    let id = cli.create(&docker_args);
+    assert_eq!(cli.run(&["exec", &id, "--", "sh", "-c", "echo provisioned > /etc/marker"]).0, 0);
+    let (code, out, err) = cli.run(&["template", "save", "tools", &id]);
+    assert_eq!(code, 0, "{err}");
+    let snapshot = out.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(is_snapshot_id(&snapshot), "{out}");
+    assert!(cli.run(&["template", "ls"]).1.contains(&format!("tools  {snapshot}")));
+
+    let from = cli.create(&[docker_args.as_slice(), &["--from-template", "tools"]].concat());
+    assert_ne!(from, id);
+    assert_eq!(cli.run(&["exec", &from, "--", "cat", "/etc/marker"]).1, "provisioned\n");
+    let (_, out, _) = cli.run(&["inspect", &from]);
+    assert!(out.contains(&format!("snapshot {snapshot}")), "{out}");
+    // A template of another sandbox's snapshot is refused by name.
+    let (code, _, err) = cli.run(&["create", "--sandbox", "passthrough", "--from-template", "tools"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("template tools is a docker snapshot"), "{err}");
+}
+
+#[test]
+fn stop_and_resume_keep_the_workspace_and_the_files_written_elsewhere() {
+    need_docker!("docker_lifecycle::stop_resume");
+    let ns = Namespace::new("stop");
+    let cli = Cli::new();
+    let ws = tempfile::tempdir().unwrap();
+    let docker_args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
+    let id =
+        cli.create(&[docker_args.as_slice(), &["--persistent", "--workspace", ws.path().to_str().unwrap()]].concat());
+    let write = "echo kept > /workspace/w.txt && mkdir -p /data && echo inside > /data/r.txt";
+    assert_eq!(cli.run(&["exec", &id, "--", "sh", "-c", write]).0, 0);
+
+    // An ephemeral box has nothing to resume into.
+    let ephemeral = cli.create(&docker_args);
+    let (code, _, err) = cli.run(&["stop", &ephemeral]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("box {ephemeral} is ephemeral")) && err.contains("--persistent"), "{err}");
+
+    let (code, out, err) = cli.run(&["stop", &id]);
+    assert_eq!((code, out.trim()), (0, id.as_str()), "{err}");
+    assert_ne!(docker(&["container", "inspect", &ns.container(&id)]).0, 0, "stop removes the container");
+    let (_, out, _) = cli.run(&["inspect", &id]);
+    assert!(out.contains("stopped (stopped by `tinybox stop`"), "{out}");
+    let (code, _, err) = cli.run(&["exec", &id, "--", "true"]);
+    assert_eq!(code, 125);
+    assert!(err.contains(&format!("box {id} is stopped; `tinybox resume {id}` brings it back")), "{err}");
+    let (code, out, _) = cli.run(&["autosnapshot"]);
+    assert_eq!(code, 0);
+    assert!(out.lines().any(|l| l.starts_with(&id) && l.contains("stopped")), "{out}");
+    let (code, _, err) = cli.run(&["stop", &id]);
+    assert_eq!(code, 1);
+    assert!(err.contains("already stopped"), "{err}");
+
+    let (code, out, err) = cli.run(&["resume", &id]);
+    assert_eq!((code, out.trim()), (0, id.as_str()), "{err}");
+    assert!(err.contains("resumed from snapshot sha-"), "{err}");
+    let (code, out, err) = cli.run(&["exec", &id, "--", "cat", "/workspace/w.txt", "/data/r.txt"]);
+    assert_eq!((code, out.as_str()), (0, "kept\ninside\n"), "{err}");
+    assert_eq!(docker_ok(&["inspect", "--format", "{{.State.Status}}", &ns.container(&id)]), "running");
+    let (code, _, err) = cli.run(&["resume", &id]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is not stopped"), "{err}");
+    assert_eq!(cli.run(&["rm", &id, &ephemeral]).0, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autosnapshots_are_taken_when_due_by_exec_and_by_the_cron_command() {
+    need_docker!("docker_lifecycle::autosnapshot");
+    let ns = Namespace::new("autosnap");
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let (tb, _dir) = docker::engine(clock.clone());
+    let mut spec = docker::spec(&ns);
+    spec.lifecycle = Lifecycle::Persistent { autosnapshot_secs: 60 };
+    let kept = tb.create(spec).await.unwrap();
+    let ephemeral = tb.create(docker::spec(&ns)).await.unwrap();
+    let mut unconfined = BoxSpec::new(Placement::local_passthrough());
+    unconfined.lifecycle = Lifecycle::Persistent { autosnapshot_secs: 1 };
+    let unconfined = tb.create(unconfined).await.unwrap();
+    let snapshots = |tb: &tinybox_core::Tinybox| tb.get(&kept.id).unwrap().snapshots;
+
+    let report = tb.autosnapshot().await.unwrap();
+    assert_eq!(report.len(), 2, "ephemeral boxes have no autosnapshot: {report:?}");
+    assert_eq!((&report[0].id, &report[0].outcome), (&kept.id, &Autosnapshot::NotDue { due_at: 1_000_060 }));
+    assert_eq!(report[1].id, unconfined.id);
+    assert_eq!(report[1].outcome, Autosnapshot::NotDue { due_at: 1_000_001 });
+    run_ok(&tb, &kept.id, &["true"]).await;
+    assert!(snapshots(&tb).is_empty(), "not due yet");
+
+    // Due: the next command in the box takes it first, and it holds what was there.
+    run_ok(&tb, &kept.id, &["sh", "-c", "echo one > /etc/gen"]).await;
+    clock.advance(60);
+    run_ok(&tb, &kept.id, &["sh", "-c", "echo two > /etc/gen"]).await;
+    let taken = snapshots(&tb);
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].taken_at, Some(1_000_060));
+    let mut spec = docker::spec(&ns);
+    spec.source = Some(WorkspaceSource::Snapshot { id: taken[0].id.clone() });
+    let restored = tb.create(spec).await.unwrap();
+    assert_eq!(run_ok(&tb, &restored.id, &["cat", "/etc/gen"]).await, "one\n", "taken before the command ran");
+
+    // The cron command takes what is due, and only that.
+    let report = tb.autosnapshot().await.unwrap();
+    assert_eq!(report[0].outcome, Autosnapshot::NotDue { due_at: 1_000_120 });
+    clock.advance(60);
+    let report = tb.autosnapshot().await.unwrap();
+    let Autosnapshot::Taken { snapshot } = &report[0].outcome else { panic!("{report:?}") };
+    let reason = "sandbox passthrough does not support snapshot".to_owned();
+    assert_eq!(report[1].outcome, Autosnapshot::Unsupported { reason }, "due, but nothing can take it");
+    assert_eq!(snapshots(&tb).last().map(|s| &s.id), Some(snapshot));
+    assert_eq!(snapshots(&tb).len(), 2);
+    assert!(tb.get(&ephemeral.id).unwrap().snapshots.is_empty());
+    tb.close().await;
+}
+
+#[test]
+fn two_stores_in_different_namespaces_both_have_a_box_0_on_one_daemon() {
+    need_docker!("docker_lifecycle::namespaces");
+    let (a, b, c) = (Namespace::new("ns-a"), Namespace::new("ns-b"), Namespace::new("ns-c"));
+    // One by flag, one by its store's config.json.
+    let first = Cli::new();
+    let second = Cli::new();
+    std::fs::write(second.home.path().join("config.json"), format!("{{\"namespace\": \"{}\"}}", b.name)).unwrap();
+    let id_a = first.create(&["--sandbox", "docker", "--namespace", &a.name]);
+    let id_b = second.create(&["--sandbox", "docker"]);
+    assert_eq!((id_a.as_str(), id_b.as_str()), ("box-0", "box-0"));
+    assert_eq!(first.run(&["exec", &id_a, "--", "sh", "-c", "echo a > /tmp/who"]).0, 0);
+    assert_eq!(second.run(&["exec", &id_b, "--", "sh", "-c", "echo b > /tmp/who"]).0, 0);
+    assert_eq!(first.run(&["exec", &id_a, "--", "cat", "/tmp/who"]).1, "a\n");
+    assert_eq!(second.run(&["exec", &id_b, "--", "cat", "/tmp/who"]).1, "b\n");
+    docker_ok(&["container", "inspect", &a.container("box-0")]);
+    docker_ok(&["container", "inspect", &b.container("box-0")]);
+
+    // A flag beats the file.
+    let third = Cli::new();
+    std::fs::write(third.home.path().join("config.json"), format!("{{\"namespace\": \"{}\"}}", b.name)).unwrap();
+    assert_eq!(third.create(&["--sandbox", "docker", "--namespace", &c.name]), "box-0");
+    docker_ok(&["container", "inspect", &c.container("box-0")]);
+
+    // Two stores that share a namespace would fight over the name: refused, and said so.
+    let clash = Cli::new();
+    let (code, _, err) = clash.run(&["create", "--sandbox", "docker", "--namespace", &a.name]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("another store uses namespace {}", a.name)), "{err}");
+    assert_eq!(first.run(&["exec", &id_a, "--", "cat", "/tmp/who"]).1, "a\n", "the other store's box is untouched");
+
+    assert_eq!(first.run(&["rm", &id_a]).0, 0);
+    assert_eq!(second.run(&["exec", &id_b, "--", "cat", "/tmp/who"]).1, "b\n", "removing one leaves the other");
+}

@@ -1,0 +1,123 @@
+//! What the module suites share: the built library, the C host compiled
+//! once per suite, and the environment a foreign host runs with.
+
+#![allow(dead_code)] // each suite uses its own part of this
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+use serde_json::Value;
+use tinybox_tests::bin_dir;
+
+/// The workspace's root directory.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// The built shared library. `cargo build --workspace` leaves it in
+/// target/<profile>; `--bins` (as contrib/test-all builds) only in deps/,
+/// so the newer of the two is used. One older than the module's sources
+/// would test old code, so that fails the test.
+pub fn library() -> PathBuf {
+    let dir = bin_dir();
+    let candidates = [dir.join("libtinybox_module.so"), dir.join("deps/libtinybox_module.so")];
+    let newest = candidates
+        .iter()
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p.clone())))
+        .max()
+        .unwrap_or_else(|| panic!("{candidates:?} are missing: build the workspace first (cargo build --workspace)"));
+    let source = newest_under(&root().join("module"));
+    assert!(
+        newest.0 >= source,
+        "{} is older than the module's sources: rebuild it (cargo build --workspace)",
+        newest.1.display()
+    );
+    newest.1
+}
+
+fn newest_under(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).expect("read module dir").flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "include" {
+            continue;
+        }
+        let t = if path.is_dir() { newest_under(&path) } else { entry.metadata().and_then(|m| m.modified()).unwrap() };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+/// A foreign host process: only the workspace's built drivers, found
+/// through TINYBOX_DRIVER_PATH (the library may sit in deps/, away from
+/// them), and a PATH with none of ours on it.
+pub fn host_env<'a>(cmd: &'a mut Command, store: &Path) -> &'a mut Command {
+    cmd.env("TINYBOX_DRIVER_PATH", bin_dir())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("TINYBOX_HOME", store)
+        .stdin(std::process::Stdio::null())
+}
+
+/// The C host, compiled with the system `cc` into `dir`; `None` (with a
+/// visible skip) when there is no compiler.
+pub fn c_host(test: &str, dir: &Path) -> Option<PathBuf> {
+    if !tinybox_tests::have("cc") {
+        tinybox_tests::skip(test, "no C compiler (cc) on PATH; apt-get install gcc");
+        return None;
+    }
+    let exe = dir.join("host");
+    let out = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(root().join("tests/hosts/host.c"))
+        .args(["-ldl", "-lpthread"])
+        .output()
+        .expect("run cc");
+    assert!(out.status.success(), "cc tests/hosts/host.c failed: {}", String::from_utf8_lossy(&out.stderr));
+    Some(exe)
+}
+
+/// Runs the C host with `args` after the library path.
+pub fn run_c_host(exe: &Path, store: &Path, args: &[&str]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.arg(library()).args(args);
+    host_env(&mut cmd, store).output().expect("run the C host")
+}
+
+/// The host's "TAG<TAB>JSON" lines, every value of each tag in order.
+pub fn tagged(stdout: &[u8]) -> BTreeMap<String, Vec<Value>> {
+    let mut all: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(stdout).lines() {
+        let Some((tag, json)) = line.split_once('\t') else { continue };
+        let value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{tag}: not JSON ({e}): {json}"));
+        all.entry(tag.to_owned()).or_default().push(value);
+    }
+    all
+}
+
+/// The one value of `tag`.
+pub fn one<'a>(all: &'a BTreeMap<String, Vec<Value>>, tag: &str) -> &'a Value {
+    let values = all.get(tag).unwrap_or_else(|| panic!("no {tag} result in {all:?}"));
+    assert_eq!(values.len(), 1, "{tag}: {values:?}");
+    &values[0]
+}
+
+/// Whether the namespace sandbox can be tried here; prints the skip when not.
+pub fn namespace_available(test: &str) -> bool {
+    if tinybox_tests::have("bwrap") {
+        return true;
+    }
+    tinybox_tests::skip(test, "bwrap is not installed (apt-get install bubblewrap): namespace part not run");
+    false
+}
+
+/// A fresh directory with a path any JSON string holds unescaped.
+pub fn temp() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = dir.path().to_str().expect("UTF-8 temp path");
+    assert!(!s.contains(['"', '\\']), "{s}");
+    dir
+}

@@ -1,0 +1,375 @@
+//! The namespace sandbox's boundary, attacked from inside: a probe program
+//! (tests/probes/escape.c) runs in a box and every result is checked from
+//! outside. Each test runs as this user and, when we are root, rootless as
+//! an unprivileged user too.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tinybox_tests::boxes::{BoxEnv, Principal, probe_value};
+use tinybox_tests::{have, skip};
+
+const GUARD: Duration = Duration::from_secs(30);
+
+/// Principals to run as, or none (with a visible skip) when bwrap is missing.
+fn principals(test: &str) -> Vec<Principal> {
+    if !have("bwrap") {
+        skip(test, "bwrap is not installed (apt-get install bubblewrap)");
+        return Vec::new();
+    }
+    Principal::all(test)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A namespace box over a fresh workspace holding the probe.
+fn probed_box(who: &Principal, extra: &[&str]) -> (BoxEnv, String) {
+    let env = BoxEnv::new(who);
+    env.install_probe();
+    let mut args = vec!["--sandbox", "namespace"];
+    args.extend_from_slice(extra);
+    let id = env.create(&args);
+    (env, id)
+}
+
+fn probe(env: &BoxEnv, id: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["exec", id, "--", "/workspace/escape"];
+    all.extend_from_slice(args);
+    let out = env.run(&all);
+    assert!(out.status.success(), "{}: probe {args:?}: {}", env.who.label(), text(&out.stderr));
+    out
+}
+
+/// A long-lived process on the host, owned by `who`.
+fn host_sleeper(who: &Principal) -> std::process::Child {
+    who.command(std::path::Path::new("/usr/bin/sleep"), &["1000"]).spawn().expect("spawn sleep")
+}
+
+#[test]
+fn host_processes_are_invisible_and_unsignalable() {
+    for who in principals("host_processes_are_invisible_and_unsignalable") {
+        let (env, id) = probed_box(&who, &[]);
+        let mut sleeper = host_sleeper(&who);
+        let host_pid = sleeper.id().to_string();
+
+        let out = probe(&env, &id, &["pids"]);
+        let pids = probe_value(&out.stdout, "pids").unwrap();
+        assert_eq!(pids, "1,2,", "{}: /proc shows only bwrap's init and the probe", who.label());
+
+        let out = probe(&env, &id, &["signal", &host_pid]);
+        assert_eq!(probe_value(&out.stdout, "kill0").as_deref(), Some("No such process"), "{}", who.label());
+        assert_eq!(probe_value(&out.stdout, "ptrace").as_deref(), Some("No such process"), "{}", who.label());
+
+        // kill -9 -1 inside reaches the box's own processes (its shell and a
+        // tagged sleep), never the host's.
+        let tag = format!("{}", 800_000 + std::process::id() % 99_999);
+        let script = format!("sleep {tag} & /workspace/escape killall; echo survived");
+        let out = env.run(&["exec", &id, "--", "sh", "-c", &script]);
+        assert_eq!(
+            probe_value(&out.stdout, "killall").as_deref(),
+            Some("ok"),
+            "{}: {}",
+            who.label(),
+            text(&out.stderr)
+        );
+        assert!(!text(&out.stdout).contains("survived"), "{}: the box's shell outlived kill -1", who.label());
+        assert_eq!(out.status.code(), Some(137), "{}: the shell died of SIGKILL", who.label());
+        let start = Instant::now();
+        while sleepers(&tag) > 0 {
+            assert!(start.elapsed() < GUARD, "{}: the box's own sleep outlived kill -1", who.label());
+            std::thread::yield_now();
+        }
+        assert!(sleeper.try_wait().unwrap().is_none(), "{}: a host process died from kill -1 in a box", who.label());
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+    }
+}
+
+#[test]
+fn the_terminal_cannot_be_injected_into() {
+    for who in principals("the_terminal_cannot_be_injected_into") {
+        let (env, id) = probed_box(&who, &[]);
+        // `script` gives tinybox a terminal as stdout; the probe pushes a
+        // character into it. Passthrough shares the caller's session, so it
+        // is the control that shows the probe detects an injection.
+        let plain = env.create(&["--sandbox", "passthrough"]);
+        let run_in_tty = |box_id: &str, cwd_probe: &str| {
+            let store = env.store.path().to_str().unwrap().to_owned();
+            let line = format!(
+                "{} --store {store} exec {box_id} -- {cwd_probe} tiocsti 1",
+                tinybox_tests::bin("tinybox").display()
+            );
+            let out = env
+                .who
+                .command(std::path::Path::new("/usr/bin/script"), &["-qec", &line, "/dev/null"])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            text(&out.stdout)
+        };
+        let probe_on_host = env.workspace.path().join("escape");
+        let control = run_in_tty(&plain, probe_on_host.to_str().unwrap());
+        assert!(
+            control.contains("tiocsti=ok"),
+            "{}: control failed, the test cannot see injection: {control}",
+            who.label()
+        );
+        let boxed = run_in_tty(&id, "/workspace/escape");
+        assert!(boxed.contains("tiocsti="), "{}: probe did not run: {boxed}", who.label());
+        assert!(!boxed.contains("tiocsti=ok"), "{}: TIOCSTI succeeded from inside the box: {boxed}", who.label());
+        assert!(!boxed.contains("devtty=opened"), "{}: the box has a controlling terminal: {boxed}", who.label());
+    }
+}
+
+#[test]
+fn no_host_secret_reaches_the_box() {
+    for who in principals("no_host_secret_reaches_the_box") {
+        let (env, id) = probed_box(&who, &["--env", "BOXVAR=1"]);
+        let (head, tail) = ("tbx-secret-", format!("{}", std::process::id()));
+        let out = env
+            .cli(&["exec", &id, "--", "/workspace/escape", "secret", head, &tail])
+            .env("API_TOKEN", format!("{head}{tail}"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            probe_value(&out.stdout, "secret").as_deref(),
+            Some("absent"),
+            "{}: {}",
+            who.label(),
+            text(&out.stdout)
+        );
+
+        // The environment is exactly the box's and the command's, plus the
+        // PWD bwrap always sets to the in-box working directory.
+        let out = env
+            .cli(&["exec", &id, "--env", "CMD=2", "--", "/usr/bin/env"])
+            .env("API_TOKEN", "x")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(text(&out.stdout), "BOXVAR=1\nCMD=2\nPWD=/workspace\n", "{}", who.label());
+    }
+}
+
+#[test]
+fn the_filesystem_is_the_declared_one() {
+    for who in principals("the_filesystem_is_the_declared_one") {
+        let (env, id) = probed_box(&who, &[]);
+        let out = env.run(&["exec", &id, "--", "ls", "-A", "/etc"]);
+        let etc: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        for entry in &etc {
+            assert!(
+                ["group", "passwd", "resolv.conf", "ssl"].contains(&entry.as_str()),
+                "{}: /etc/{entry}",
+                who.label()
+            );
+        }
+        assert!(etc.contains(&"passwd".to_string()) && etc.contains(&"group".to_string()));
+        let script = "for p in /home /root /root/.ssh /etc/shadow /etc/ssh; do test -e $p && echo present:$p; done; \
+                      touch /usr/x 2>/dev/null && echo wrote:/usr; touch /x 2>/dev/null && echo wrote:/; \
+                      mkdir /etc/x 2>/dev/null && echo wrote:/etc; echo done";
+        let out = env.run(&["exec", &id, "--", "sh", "-c", script]);
+        assert_eq!(text(&out.stdout), "done\n", "{}: {}", who.label(), text(&out.stderr));
+    }
+}
+
+#[test]
+fn only_the_workspace_survives_between_commands() {
+    for who in principals("only_the_workspace_survives_between_commands") {
+        let (env, id) = probed_box(&who, &[]);
+        let marker = format!("tbx-escape-{}-{}", std::process::id(), who.label().len());
+        let script = format!("echo kept > /workspace/kept && echo gone > /tmp/{marker} && echo done");
+        let out = env.run(&["exec", &id, "--", "sh", "-c", &script]);
+        assert_eq!(text(&out.stdout), "done\n", "{}: {}", who.label(), text(&out.stderr));
+        assert_eq!(std::fs::read_to_string(env.workspace.path().join("kept")).unwrap(), "kept\n");
+        assert!(!std::path::Path::new("/tmp").join(&marker).exists(), "the box's /tmp is not the host's");
+        let out =
+            env.run(&["exec", &id, "--", "sh", "-c", &format!("test -e /tmp/{marker} && echo survived || echo fresh")]);
+        assert_eq!(text(&out.stdout), "fresh\n", "{}", who.label());
+    }
+}
+
+#[test]
+fn only_stdio_descriptors_reach_the_box() {
+    for who in principals("only_stdio_descriptors_reach_the_box") {
+        let (env, id) = probed_box(&who, &[]);
+        // The shell leaves descriptor 7 open without close-on-exec, as an
+        // unwary parent would; tinybox must not pass it on.
+        let store = env.store.path().to_str().unwrap().to_owned();
+        let line = format!(
+            "exec 7</etc/hostname; exec {} --store {store} exec {id} -- /workspace/escape fds",
+            tinybox_tests::bin("tinybox").display()
+        );
+        let out =
+            env.who.command(std::path::Path::new("/bin/sh"), &["-c", &line]).stdin(Stdio::null()).output().unwrap();
+        assert_eq!(
+            probe_value(&out.stdout, "fds").as_deref(),
+            Some("0,1,2,"),
+            "{}: {}",
+            who.label(),
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_denied_network_has_only_loopback_and_reaches_no_host_listener() {
+    for who in principals("a_denied_network_has_only_loopback_and_reaches_no_host_listener") {
+        let (env, id) = probed_box(&who, &[]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        let out = env.run(&["exec", &id, "--", "sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"]);
+        assert_eq!(text(&out.stdout), "lo\n", "{}", who.label());
+        let out = probe(&env, &id, &["connect", "127.0.0.1", &port]);
+        assert_ne!(probe_value(&out.stdout, "connect").as_deref(), Some("ok"), "{}", who.label());
+        assert!(listener.accept().is_err(), "{}: the host listener got a connection", who.label());
+    }
+}
+
+#[test]
+fn kernel_floor_admits_namespace_and_refuses_passthrough() {
+    for who in principals("kernel_floor_admits_namespace_and_refuses_passthrough") {
+        let env = BoxEnv::new(&who);
+        env.create(&["--untrusted", "--sandbox", "namespace"]);
+        let out = env.run(&["create", "--untrusted", "--sandbox", "passthrough"]);
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains("does not support isolation kernel or stronger"), "{}", text(&out.stderr));
+        // With no --sandbox, --untrusted picks a sandbox at or above kernel
+        // (which one depends on what is installed; whether this user may use
+        // it is the sandbox's business, and not what is tested here).
+        let ns = format!("floor{}", std::process::id());
+        let out = env.run(&["create", "--untrusted", "--namespace", &ns]);
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("using sandbox") && err.contains("(isolation kernel") || err.contains("(isolation hardware"),
+            "{err}"
+        );
+        assert!(!err.contains("using sandbox passthrough"), "{err}");
+        if out.status.success() {
+            let id = text(&out.stdout).trim().to_owned();
+            assert!(env.run(&["rm", &id]).status.success());
+        }
+    }
+}
+
+#[test]
+fn killing_tinybox_mid_exec_leaves_no_box_process() {
+    for who in principals("killing_tinybox_mid_exec_leaves_no_box_process") {
+        let (env, id) = probed_box(&who, &[]);
+        let tag = format!("{}", 900_000 + std::process::id() % 99_999);
+        let mut child = env
+            .cli(&["exec", &id, "--", "sh", "-c", &format!("echo started; exec sleep {tag}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "started\n");
+        assert!(sleepers(&tag) > 0, "the box's command is visible on the host before the kill");
+        child.kill().unwrap(); // SIGKILL: tinybox gets no chance to clean up
+        child.wait().unwrap();
+        let start = Instant::now();
+        while sleepers(&tag) > 0 {
+            assert!(start.elapsed() < GUARD, "{}: box process outlived a SIGKILLed tinybox", who.label());
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Live processes on the host running `sleep TAG`.
+fn sleepers(tag: &str) -> usize {
+    let needle = format!("sleep\0{tag}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|e| {
+            let mut buf = Vec::new();
+            let alive = std::fs::read_to_string(e.path().join("stat"))
+                .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+            alive
+                && std::fs::File::open(e.path().join("cmdline")).and_then(|mut f| f.read_to_end(&mut buf)).is_ok()
+                && buf == needle.as_bytes()
+        })
+        .count()
+}
+
+#[test]
+fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
+    let tests = principals("egress_reaches_a_test_host_but_never_the_hosts_loopback");
+    if tests.is_empty() {
+        return;
+    }
+    let Some(peer) = tinybox_tests::netns::TestHost::start("egress") else {
+        skip(
+            "egress_reaches_a_test_host_but_never_the_hosts_loopback",
+            "cannot create a network namespace here (needs root and iproute2)",
+        );
+        return;
+    };
+    if !have("slirp4netns") {
+        skip("egress_reaches_a_test_host_but_never_the_hosts_loopback", "slirp4netns is not installed");
+        return;
+    }
+    for who in tests {
+        let (env, id) = probed_box(&who, &["--network", "egress"]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        let out = probe(&env, &id, &["connect", &peer.addr, &peer.port.to_string()]);
+        assert_eq!(
+            probe_value(&out.stdout, "connect").as_deref(),
+            Some("ok"),
+            "{}: egress to the test host: {}",
+            who.label(),
+            text(&out.stderr)
+        );
+        for host_loopback in ["127.0.0.1", "10.0.2.2"] {
+            let out = probe(&env, &id, &["connect", host_loopback, &port]);
+            assert_ne!(
+                probe_value(&out.stdout, "connect").as_deref(),
+                Some("ok"),
+                "{}: reached {host_loopback}",
+                who.label()
+            );
+        }
+        assert!(listener.accept().is_err(), "{}: a listener on the host's loopback was reached", who.label());
+        let out = env.run(&["--json", "inspect", &id]);
+        assert!(text(&out.stdout).contains("\"network\": \"egress\""), "{}", text(&out.stdout));
+    }
+}
+
+#[test]
+fn exec_basics_through_the_namespace_sandbox() {
+    for who in principals("exec_basics_through_the_namespace_sandbox") {
+        let (env, id) = probed_box(&who, &[]);
+        let tricky = ["a b", "'q'", ";", "$(id)", "new\nline", ""];
+        let mut args = vec!["exec", &id, "--cwd", "sub", "--", "printf", "%s|"];
+        std::fs::create_dir(env.workspace.path().join("sub")).unwrap();
+        env.who.own(&env.workspace.path().join("sub"));
+        args.extend(tricky);
+        let out = env.run(&args);
+        assert_eq!(text(&out.stdout), "a b|'q'|;|$(id)|new\nline||", "{}: {}", who.label(), text(&out.stderr));
+        let mut child = env
+            .cli(&["exec", &id, "--", "sh", "-c", "cat; pwd; exit 9"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"piped in\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(9));
+        assert_eq!(text(&out.stdout), "piped in\n/workspace\n");
+        let out = env.run(&["rm", &id]);
+        assert!(out.status.success());
+        assert!(env.workspace.path().join("escape").exists(), "rm leaves the caller's own directory alone");
+    }
+}
