@@ -111,3 +111,21 @@ else:
 Skipped: no docker daemon answered when the benchmarks ran
 (`contrib/setup/start-dockerd` starts one as root).
 """)
+
+# Namespace: tinybox next to the same bwrap command line, same run.
+if os.path.exists(os.path.join(out, "namespace-exec.json")):
+    raw_ns, tb_ns = load("namespace-exec.json")["results"]
+    print(f"""
+## Namespace sandbox (bwrap)
+
+| command | median | ratio |
+|---|---|---|
+| `bwrap <the driver's flags> true` | {median_ms(raw_ns):.2f} ms | 1.00× |
+| `tinybox exec BOX -- true` (local/namespace) | {median_ms(tb_ns):.2f} ms | {tb_ns['median'] / raw_ns['median']:.2f}× |
+
+Overhead per exec over raw bwrap: **{median_ms(tb_ns) - median_ms(raw_ns):.1f} ms** — the CLI, two
+driver processes (local host and namespace sandbox) started and handshaken in
+parallel, the reverse `host.run`, and the descriptor hand-over. The raw
+command line comes from the driver itself (`--print-bwrap-args`), so both
+sides run the same bwrap.
+""")

@@ -221,10 +221,32 @@ impl SandboxDriver for Namespace {
     }
 }
 
+/// Quotes a word for a POSIX shell (benchmark output only).
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=".contains(c)) {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("--version") {
-        println!("tinybox-driver-namespace {}", env!("CARGO_PKG_VERSION"));
-        return;
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("--version") => {
+            println!("tinybox-driver-namespace {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        // For benchmarks: the exact bwrap arguments a denied-network box over
+        // WORKSPACE runs a command with (the command itself follows).
+        Some("--print-bwrap-args") if args.len() == 3 => {
+            let env = BTreeMap::new();
+            let layout = bwrap::Layout { workspace: &args[2], cwd: None, env: &env, share_net: false };
+            let words = bwrap::args(&layout, &[]);
+            println!("{}", words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
+            return;
+        }
+        _ => {}
     }
     tinybox_sdk::run_sandbox_main(Namespace)
 }
