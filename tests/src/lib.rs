@@ -144,3 +144,28 @@ pub fn install_test_driver(dir: &Path, mode: &str) {
     let target = bin_dir().join("misbehaving-driver");
     std::os::unix::fs::symlink(target, dir.join(format!("tinybox-driver-{mode}"))).expect("symlink test driver");
 }
+
+/// Runs `argv` in box `id` and cancels it as soon as it has written its
+/// first output (so the cancel surely finds it running); returns how it ended.
+pub async fn exec_cancelled_once_started(
+    tb: &Tinybox,
+    id: &tinybox_core::model::BoxId,
+    argv: &[&str],
+) -> tinybox_core::ExecOutcome {
+    use std::io::Read;
+    let (stdio, mut out, _err) = piped_stdio();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut first = [0u8; 1];
+        let _ = out.read(&mut first);
+        let _ = started_tx.send(());
+    });
+    let cancel = async move {
+        let _ = started_rx.await;
+    };
+    let req = tinybox_core::model::ExecRequest::new(argv.iter().copied());
+    tokio::time::timeout(Duration::from_secs(30), tb.exec(id, req, stdio, tinybox_core::Target::Workspace, cancel))
+        .await
+        .expect("a cancelled exec ends")
+        .expect("the exec ran")
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tinybox_core::clock::ManualClock;
 use tinybox_core::model::{BoxSpec, ExecRequest, HostName, Lifecycle, Placement, SandboxName, WorkspaceSource};
 use tinybox_core::{Error, Target};
-use tinybox_tests::{engine, install_test_driver, piped_stdio};
+use tinybox_tests::{engine, exec_cancelled_once_started, install_test_driver, piped_stdio};
 
 const GUARD: Duration = Duration::from_secs(30);
 
@@ -218,21 +218,7 @@ async fn a_host_reaches_its_machine_through_its_inner_host() {
     assert_eq!(out, "F,J\n", "each host in the chain ran its part, outermost first");
 
     // A cancellation travels down the chain to the process itself.
-    let (stdio, mut out, _err) = piped_stdio();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8];
-        let _ = out.read(&mut buf);
-        let _ = started_tx.send(());
-    });
-    let cancel = async move {
-        let _ = started_rx.await;
-    };
-    let req = ExecRequest::new(["sh", "-c", "echo go; exec sleep 1000"]);
-    let outcome = tokio::time::timeout(GUARD, tb.exec(&info.id, req, stdio, Target::Workspace, cancel))
-        .await
-        .expect("a cancelled exec ends")
-        .unwrap();
+    let outcome = exec_cancelled_once_started(&tb, &info.id, &["sh", "-c", "echo go; exec sleep 1000"]).await;
     assert!(outcome.cancelled);
     assert_eq!(outcome.status.signal, Some(15), "{}", outcome.status);
     tb.close().await;

@@ -4,11 +4,7 @@
 //! remote host gives "run it over there, unconfined" with no code naming
 //! that pair.
 
-use std::collections::BTreeSet;
-
-use tinybox_sdk::model::{
-    ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, WorkspaceSource,
-};
+use tinybox_sdk::model::{ExitStatus, SandboxCapabilities, SourceKind, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, BoxState, CreateParams, CreateResult, ExecParams, InspectResult, RunParams};
 
 use super::HostLink;
@@ -17,14 +13,7 @@ use crate::error::Result;
 /// Passthrough's declaration: nothing at all, except that it can start in a
 /// directory that already exists on the host.
 pub fn capabilities() -> SandboxCapabilities {
-    SandboxCapabilities {
-        isolation: IsolationLevel::None,
-        snapshot: SnapshotSupport::None,
-        features: BTreeSet::new(),
-        limits: BTreeSet::new(),
-        network_deny: false,
-        sources: [SourceKind::LocalDir].into(),
-    }
+    SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() }
 }
 
 pub async fn create(_host: &HostLink, params: CreateParams) -> Result<CreateResult> {

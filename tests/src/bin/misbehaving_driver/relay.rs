@@ -3,12 +3,8 @@
 //! call, marking each command with RELAYED_BY=<box id>, so tests can see
 //! the reverse path, split runner placements and forwarded cancellation.
 
-use std::collections::BTreeSet;
-
 use async_trait::async_trait;
-use tinybox_sdk::model::{
-    ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, WorkspaceSource,
-};
+use tinybox_sdk::model::{ExitStatus, SandboxCapabilities, SourceKind, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, RunParams,
 };
@@ -27,14 +23,7 @@ impl SandboxDriver for Relay {
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
-        SandboxCapabilities {
-            isolation: IsolationLevel::None,
-            snapshot: SnapshotSupport::None,
-            features: BTreeSet::new(),
-            limits: BTreeSet::new(),
-            network_deny: false,
-            sources: [SourceKind::LocalDir].into(),
-        }
+        SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() }
     }
 
     async fn create(&self, _host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
