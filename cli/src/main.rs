@@ -63,8 +63,8 @@ enum Command {
     Host(commands::host::HostCmd),
     /// Send a directory to a remote box's workspace (skipped when nothing changed).
     Sync(commands::sync::SyncCmd),
-    /// List installed drivers with their role, version, health and declared capabilities.
-    Drivers,
+    /// List installed drivers (`drivers ls`, the default) or check one's declared claims live (`drivers verify NAME`).
+    Drivers(commands::drivers::DriversCmd),
     /// Print a shell completion script.
     Completions(commands::completions::CompletionsCmd),
 }

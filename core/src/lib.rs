@@ -17,6 +17,7 @@ pub mod model;
 pub mod paths;
 pub mod store;
 pub mod sync;
+pub mod verify;
 
 pub use engine::{BoxView, DriverReport, ExecOutcome, ReapOutcome, Target, Tinybox};
 pub use error::{Error, Result};

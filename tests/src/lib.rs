@@ -84,6 +84,14 @@ impl Cli {
         c
     }
 
+    /// `tinybox --store <home> ARGS`, finding drivers in `dirs` as well as
+    /// the built ones (as a third party's installed driver is found).
+    pub fn cmd_with_drivers(&self, dirs: &[&Path], args: &[&str]) -> std::process::Command {
+        let mut c = self.cmd(args);
+        c.env("TINYBOX_DRIVER_PATH", std::env::join_paths(dirs).expect("driver dirs"));
+        c
+    }
+
     /// Runs to completion with empty stdin; returns (status, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
         let out = self.cmd(args).stdin(std::process::Stdio::null()).output().expect("run tinybox");

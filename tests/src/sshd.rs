@@ -210,10 +210,23 @@ impl Sshd {
         )
     }
 
-    /// The pids of this sshd's per-connection children (sessions in flight).
-    pub fn session_pids(&self) -> Vec<i32> {
-        let mut pids = Vec::new();
-        let Ok(dir) = std::fs::read_dir("/proc") else { return pids };
+    /// Kills every connection this sshd serves (its per-connection processes
+    /// and everything under them), as a network failure would end them.
+    pub fn kill_connections(&self) -> usize {
+        let pids = descendants(self.child.id() as i32);
+        for &p in &pids {
+            if let Some(pid) = rustix::process::Pid::from_raw(p) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        pids.len()
+    }
+}
+
+/// Every process below `root` (children, their children, ...).
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
             let mut stat = String::new();
@@ -221,14 +234,22 @@ impl Sshd {
                 continue;
             }
             // pid (comm) state ppid ...
-            let ppid =
+            let ppid: Option<i32> =
                 stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1)).and_then(|p| p.parse().ok());
-            if ppid == Some(self.child.id() as i32) {
-                pids.push(pid);
+            if let Some(ppid) = ppid {
+                parent_of.push((pid, ppid));
             }
         }
-        pids
     }
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parent_of.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
 }
 
 impl Drop for Sshd {

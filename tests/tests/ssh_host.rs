@@ -312,12 +312,20 @@ async fn a_cancelled_remote_command_ends_and_options_never_come_from_configurati
     let cancel = async move {
         let _ = started_rx.await;
     };
-    let req = ExecRequest::new(["sh", "-c", "echo go; exec sleep 1000"]);
+    let pids = tempfile::tempdir().unwrap();
+    let pidfile = pids.path().join("pid");
+    let script = format!("echo $$ > '{}'; echo go; exec sleep 1000", pidfile.display());
+    let req = ExecRequest::new(["sh".to_owned(), "-c".to_owned(), script]);
     let outcome = tokio::time::timeout(GUARD, tb.exec(&info.id, req, stdio, Target::Workspace, cancel))
         .await
         .expect("a cancelled exec ends")
         .unwrap();
     assert!(outcome.cancelled);
     assert_eq!(outcome.status.signal, Some(15), "{}", outcome.status);
+    // Ending the local ssh does not reach a remote command that neither reads
+    // nor writes (docs/adr/0011-ssh-host.md); end the one this test started.
+    let remote: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let _ =
+        rustix::process::kill_process(rustix::process::Pid::from_raw(remote).unwrap(), rustix::process::Signal::KILL);
     tb.close().await;
 }

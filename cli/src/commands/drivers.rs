@@ -1,12 +1,47 @@
+use clap::{Args, Subcommand};
 use tinybox_core::Error;
 
 use super::App;
 use crate::output;
 
+#[derive(Debug, Args)]
+pub struct DriversCmd {
+    #[command(subcommand)]
+    pub action: Option<DriversAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DriversAction {
+    /// List installed drivers with their role, version, health and declared capabilities (the default).
+    Ls,
+    /// Check a sandbox's declared claims live, one probe each, in real boxes; exits 1 on any FAIL.
+    Verify(super::verify::VerifyCmd),
+}
+
+impl DriversCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        match self.action {
+            None | Some(DriversAction::Ls) => run(app).await,
+            Some(DriversAction::Verify(v)) => v.run(app).await,
+        }
+    }
+}
+
 pub async fn run(app: &App) -> Result<u8, Error> {
     let reports = app.engine.driver_reports().await;
+    let verified = |r: &tinybox_core::DriverReport| {
+        r.path.as_deref().and_then(|p| tinybox_core::verify::cache::load(&app.store_dir, std::path::Path::new(p)))
+    };
     if app.json {
-        output::json(&reports);
+        let rows: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).expect("serializable");
+                v["verified"] = serde_json::to_value(verified(r)).expect("serializable");
+                v
+            })
+            .collect();
+        output::json(&rows);
         return Ok(0);
     }
     let mut t = output::table(&[
@@ -20,6 +55,7 @@ pub async fn run(app: &App) -> Result<u8, Error> {
         "FEATURES",
         "LIMITS",
         "NETWORK",
+        "VERIFIED",
     ]);
     for r in &reports {
         let dash = || "-".to_string();
@@ -36,6 +72,11 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             caps.map(|c| join(c.features.iter().map(|f| f.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| join(c.limits.iter().map(|l| l.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| if c.network_deny { "can deny".into() } else { "not confined".into() }).unwrap_or_else(dash),
+            match verified(r) {
+                Some(v) if v.passed => format!("pass ({} claims)", v.passes),
+                Some(v) => format!("FAIL ({} claims)", v.fails),
+                None => "-".into(),
+            },
         ]);
     }
     output::print_table(&t);

@@ -18,6 +18,7 @@ pub mod snapshot;
 pub mod stop;
 pub mod sync;
 pub mod template;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -73,7 +74,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Template(c) => c.run(&app).await,
         Command::Host(c) => c.run(&app).await,
         Command::Sync(c) => c.run(&app).await,
-        Command::Drivers => drivers::run(&app).await,
+        Command::Drivers(c) => c.run(&app).await,
         Command::Completions(_) => Ok(0),
     };
     app.engine.close().await;

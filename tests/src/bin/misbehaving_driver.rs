@@ -13,6 +13,8 @@
 //!   everything on its inner host.
 
 // The crate root's modules resolve beside it, so name their directory.
+#[path = "misbehaving_driver/overclaims.rs"]
+mod overclaims;
 #[path = "misbehaving_driver/raw.rs"]
 mod raw;
 #[path = "misbehaving_driver/relay.rs"]
@@ -74,6 +76,7 @@ fn main() {
         "wrong-name" => scripted::wrong_name(me),
         "unhealthy" => scripted::unhealthy(me),
         "relay" => relay::relay(me),
+        "overclaims" => overclaims::overclaims(me),
         "via" => via::via(me),
         other => {
             eprintln!("misbehaving-driver: unknown mode {other:?}");

@@ -1,0 +1,70 @@
+//! `tinybox drivers verify NAME`: the conformance kit's claim checks run
+//! against an installed sandbox (core's `verify` module does the work).
+
+use clap::Args;
+use tinybox_core::Error;
+use tinybox_core::verify::{self, Options, Report, Status};
+
+use super::App;
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct VerifyCmd {
+    /// The sandbox to verify (a driver's name, or passthrough).
+    pub name: String,
+    /// The image boxes start from when the sandbox takes images.
+    #[arg(long, value_name = "REF", default_value = verify::DEFAULT_IMAGE)]
+    pub image: String,
+}
+
+impl VerifyCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        let opts = Options { image: Some(self.image) };
+        let report = verify::verify(&app.engine, &self.name, &opts).await.map_err(|e| Error::Refused(e.0))?;
+        let passed = report.passed();
+        if let Err(e) = verify::cache::save(&app.store_dir, &report, app.engine.now()) {
+            eprintln!("tinybox: the result was not recorded for `tinybox drivers`: {e}");
+        }
+        if app.json {
+            output::json(&serde_json::json!({ "passed": passed, "report": report }));
+        } else {
+            print(&report);
+        }
+        Ok(if passed { 0 } else { 1 })
+    }
+}
+
+fn print(r: &Report) {
+    println!(
+        "sandbox {} ({}), isolation {}, boxes from {}",
+        r.sandbox,
+        r.driver_path.as_deref().unwrap_or("built in"),
+        r.declared.isolation,
+        r.source
+    );
+    let mut t = output::table(&["CLAIM", "RESULT", "LATENCY", "DETAIL"]);
+    for c in &r.claims {
+        let result = match c.status {
+            Status::Skipped => "SKIPPED".to_string(),
+            s => s.to_string(),
+        };
+        let latency = c.latency_ms.map(|m| format!("{m}ms")).unwrap_or_else(|| "-".into());
+        t.add_row(vec![c.name.clone(), result, latency, c.detail.clone()]);
+    }
+    output::print_table(&t);
+    let ops: Vec<String> = r
+        .operations
+        .iter()
+        .map(|o| format!("{} {}ms{}", o.op, o.latency_ms, if o.ok { "" } else { " (failed)" }))
+        .collect();
+    println!("operations: {}", if ops.is_empty() { "none".into() } else { ops.join(", ") });
+    let count = |s: Status| r.claims.iter().filter(|c| c.status == s).count();
+    println!(
+        "{}: {} passed, {} failed, {} skipped, {} not claimed",
+        if r.passed() { "verified" } else { "NOT VERIFIED" },
+        count(Status::Pass),
+        count(Status::Fail),
+        count(Status::Skipped),
+        count(Status::NotClaimed)
+    );
+}

@@ -1,0 +1,33 @@
+//! Fingerprint throughput on a warm cache: scan (walk + exclusion rules) and
+//! hash a real tree. The tree is TINYBOX_BENCH_TREE (default: this
+//! repository); its size is written to TINYBOX_BENCH_OUT/fingerprint-tree.json
+//! so the report can turn time into MB/s and files/s.
+//! Run: cargo bench -p tinybox-core --bench fingerprint
+
+use std::path::PathBuf;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use tinybox_core::sync::Tree;
+
+fn fingerprint(c: &mut Criterion) {
+    let root = std::env::var_os("TINYBOX_BENCH_TREE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+    let tree = Tree::scan(&root).expect("scan the benchmark tree");
+    let (files, bytes) = tree.totals();
+    if let Some(out) = std::env::var_os("TINYBOX_BENCH_OUT") {
+        let stats = format!("{{\"files\": {files}, \"bytes\": {bytes}, \"root\": {:?}}}\n", root.display().to_string());
+        std::fs::write(PathBuf::from(out).join("fingerprint-tree.json"), stats).expect("write tree stats");
+    }
+    // Warm the cache once, then measure scan + hash together.
+    tree.fingerprint().expect("fingerprint");
+    let mut group = c.benchmark_group("fingerprint");
+    group.sample_size(10);
+    group.bench_function("scan_and_hash", |b| {
+        b.iter(|| Tree::scan(&root).expect("scan").fingerprint().expect("fingerprint"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, fingerprint);
+criterion_main!(benches);

@@ -1,0 +1,376 @@
+//! The conformance kit's claim checks: for one installed sandbox, read what
+//! its handshake declares, make real boxes through the engine, and run one
+//! live probe per declared property. A claim that the box does not bear
+//! out FAILS with the probe that caught it; a property the sandbox does not
+//! declare is reported as not claimed; a probe that cannot run here says
+//! why it was SKIPPED. `tinybox drivers verify NAME` is the front end, and
+//! what a third-party driver author runs in CI (docs/specs/conformance.md).
+
+pub mod cache;
+mod capture;
+mod probes;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tinybox_sdk::model::{
+    BoxId, Feature, HostName, IsolationLevel, Limit, NetworkPolicy, PortMapping, Resources, SandboxCapabilities,
+    SandboxName, SnapshotSupport, SourceKind, WorkspaceSource,
+};
+
+pub use capture::{GUARD, Output, run};
+
+use crate::Tinybox;
+use crate::model::{BoxSpec, Placement};
+
+/// The image an image-only sandbox's boxes start from unless told otherwise.
+pub const DEFAULT_IMAGE: &str = "busybox:latest";
+
+/// The limits the kit asks for, so each probe knows the cap it pushes against.
+pub const CAP_MEMORY: u64 = 96 * 1024 * 1024;
+pub const CAP_PIDS: u64 = 32;
+pub const CAP_CPUS: f64 = 0.5;
+
+/// What a run of the kit may be told.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The image for a sandbox that takes `oci_image` sources.
+    pub image: Option<String>,
+}
+
+/// One claim's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skipped,
+    /// The sandbox does not declare this property: nothing to check.
+    NotClaimed,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skipped => "SKIPPED",
+            Status::NotClaimed => "not claimed",
+        })
+    }
+}
+
+/// One declared property and what its probe found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Claim {
+    /// Stable name, e.g. `isolation.kernel.host_processes` or `limit.pids`.
+    pub name: String,
+    pub status: Status,
+    /// What the probe saw; for SKIPPED, why it could not run.
+    pub detail: String,
+    /// The probe's wall-clock time, commands and engine calls included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+/// One engine operation the kit performed and how long it took.
+#[derive(Debug, Clone, Serialize)]
+pub struct Operation {
+    pub op: String,
+    pub latency_ms: u64,
+    pub ok: bool,
+}
+
+/// The whole verification of one sandbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub sandbox: String,
+    /// The driver's executable; `None` for passthrough, which lives in core.
+    pub driver_path: Option<String>,
+    pub declared: SandboxCapabilities,
+    /// The workspace source the boxes were made from.
+    pub source: String,
+    pub claims: Vec<Claim>,
+    pub operations: Vec<Operation>,
+}
+
+impl Report {
+    /// No claim failed.
+    pub fn passed(&self) -> bool {
+        !self.claims.iter().any(|c| c.status == Status::Fail)
+    }
+}
+
+/// Why the kit could not start at all (the sandbox is not there or not usable).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct NotVerifiable(pub String);
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Every claim the kit knows, in report order.
+pub const CLAIMS: &[&str] = &[
+    "isolation.process.cannot_signal_caller",
+    "isolation.kernel.host_processes",
+    "isolation.kernel.env_clean",
+    "isolation.kernel.only_stdio_fds",
+    "isolation.hardware.own_kernel",
+    "limit.cpu",
+    "limit.memory",
+    "limit.pids",
+    "limit.disk",
+    "network.deny",
+    "snapshot.filesystem",
+    "feature.fork",
+    "feature.port_forward",
+    "feature.pause_resume",
+];
+
+/// Whether `caps` declares the property claim `name` checks.
+pub fn declared(caps: &SandboxCapabilities, name: &str) -> bool {
+    let limit = |l: Limit| caps.has(&Feature::ResourceLimits) && caps.limits.contains(&l);
+    match name {
+        "isolation.process.cannot_signal_caller" => caps.isolation >= IsolationLevel::Process,
+        "isolation.kernel.host_processes" | "isolation.kernel.env_clean" | "isolation.kernel.only_stdio_fds" => {
+            caps.isolation >= IsolationLevel::Kernel
+        }
+        "isolation.hardware.own_kernel" => caps.isolation >= IsolationLevel::Hardware,
+        "limit.cpu" => limit(Limit::Cpu),
+        "limit.memory" => limit(Limit::Memory),
+        "limit.pids" => limit(Limit::Pids),
+        "limit.disk" => limit(Limit::Disk),
+        "network.deny" => caps.network_deny,
+        "snapshot.filesystem" => caps.snapshot != SnapshotSupport::None,
+        "feature.fork" => caps.has(&Feature::Fork),
+        "feature.port_forward" => caps.has(&Feature::PortForward),
+        "feature.pause_resume" => caps.has(&Feature::PauseResume),
+        _ => false,
+    }
+}
+
+/// The box a sandbox can be verified with, from what it declares it accepts.
+enum Source {
+    Made(Option<WorkspaceSource>, String, Option<tempfile::TempDir>),
+    Impossible(String),
+}
+
+fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
+    if caps.sources.contains(&SourceKind::OciImage) {
+        let reference = opts.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+        let shown = format!("image {reference}");
+        return Source::Made(Some(WorkspaceSource::OciImage { reference }), shown, None);
+    }
+    if caps.sources.contains(&SourceKind::LocalDir) {
+        let dir = match tempfile::Builder::new().prefix("tinybox-verify-").tempdir() {
+            Ok(d) => d,
+            Err(e) => return Source::Impossible(format!("cannot make a temporary workspace: {e}")),
+        };
+        // A process-isolation sandbox runs as another user, who must be
+        // able to enter and write the workspace.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777));
+        let path = dir.path().to_path_buf();
+        let shown = format!("directory {}", path.display());
+        return Source::Made(Some(WorkspaceSource::LocalDir { path }), shown, Some(dir));
+    }
+    if caps.sources.is_empty() {
+        return Source::Made(None, "none (the sandbox declares no source kinds)".into(), None);
+    }
+    let kinds: Vec<String> = caps.sources.iter().map(|s| s.to_string()).collect();
+    Source::Impossible(format!(
+        "the kit makes boxes from oci_image or local_dir sources; the sandbox accepts only {}",
+        kinds.join(", ")
+    ))
+}
+
+/// Verifies sandbox `name` on the local host: every declared claim probed
+/// live, every other one reported as not claimed.
+pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, NotVerifiable> {
+    let reports = tb.driver_reports().await;
+    let Some(r) = reports.iter().find(|r| r.name == name) else {
+        let names: Vec<&str> = reports.iter().map(|r| r.name.as_str()).collect();
+        return Err(NotVerifiable(format!(
+            "no driver named {name} is installed (found: {}); put an executable tinybox-driver-{name} on PATH or TINYBOX_DRIVER_PATH",
+            names.join(", ")
+        )));
+    };
+    if r.role == Some(tinybox_sdk::protocol::Role::Host) {
+        return Err(NotVerifiable(format!("{name} is a host driver; the kit verifies sandbox declarations")));
+    }
+    if !r.usable_sandbox() {
+        return Err(NotVerifiable(format!("sandbox {name} cannot be used here: {}", r.summary())));
+    }
+    let caps = r.capabilities.clone().ok_or_else(|| NotVerifiable(format!("sandbox {name} declared nothing")))?;
+    let sandbox = SandboxName::new(name).map_err(|e| NotVerifiable(e.to_string()))?;
+    let mut kit = Kit { tb, sandbox, caps: caps.clone(), claims: Vec::new(), operations: Vec::new() };
+    let (source, shown, _keep) = match pick_source(&caps, opts) {
+        Source::Made(s, shown, keep) => (s, shown, keep),
+        Source::Impossible(why) => {
+            kit.skip_all(&format!("no box could be made: {why}"));
+            return Ok(kit.report(r.path.clone(), "none".into()));
+        }
+    };
+    kit.run_all(source).await;
+    Ok(kit.report(r.path.clone(), shown))
+}
+
+pub(crate) struct Kit<'a> {
+    pub tb: &'a Tinybox,
+    pub sandbox: SandboxName,
+    pub caps: SandboxCapabilities,
+    claims: Vec<Claim>,
+    operations: Vec<Operation>,
+}
+
+impl Kit<'_> {
+    fn report(self, driver_path: Option<String>, source: String) -> Report {
+        let mut claims = self.claims;
+        claims.sort_by_key(|c| CLAIMS.iter().position(|n| *n == c.name).unwrap_or(usize::MAX));
+        Report {
+            sandbox: self.sandbox.to_string(),
+            driver_path,
+            declared: self.caps,
+            source,
+            claims,
+            operations: self.operations,
+        }
+    }
+
+    fn record(&mut self, name: &str, status: Status, detail: impl Into<String>, took: Option<Duration>) {
+        self.claims.push(Claim { name: name.into(), status, detail: detail.into(), latency_ms: took.map(ms) });
+    }
+
+    fn op(&mut self, op: &str, took: Duration, ok: bool) {
+        self.operations.push(Operation { op: op.into(), latency_ms: ms(took), ok });
+    }
+
+    /// Every claim still unreported: not claimed when undeclared, else skipped for `why`.
+    fn skip_all(&mut self, why: &str) {
+        for name in CLAIMS {
+            if self.claims.iter().any(|c| c.name == *name) {
+                continue;
+            }
+            if declared(&self.caps, name) {
+                self.record(name, Status::Skipped, why, None);
+            } else {
+                self.record(name, Status::NotClaimed, "not declared", None);
+            }
+        }
+    }
+
+    fn spec(&self, source: Option<WorkspaceSource>) -> BoxSpec {
+        let placement = Placement::new(HostName::new(crate::hosts::LOCAL).expect("valid"), self.sandbox.clone());
+        let mut spec = BoxSpec::new(placement);
+        spec.source = source;
+        spec.namespace = "tinybox-verify".into();
+        let enforced = |l: Limit| self.caps.has(&Feature::ResourceLimits) && self.caps.limits.contains(&l);
+        spec.resources = Resources {
+            cpus: enforced(Limit::Cpu).then_some(CAP_CPUS),
+            memory_bytes: enforced(Limit::Memory).then_some(CAP_MEMORY),
+            pids: enforced(Limit::Pids).then_some(CAP_PIDS),
+            disk_bytes: None,
+        };
+        if self.caps.network_deny {
+            spec.network = Some(NetworkPolicy::Denied);
+        }
+        spec
+    }
+
+    /// Creates a box, timing it as operation `op`.
+    async fn create(&mut self, op: &str, spec: BoxSpec) -> crate::Result<BoxId> {
+        let t = Instant::now();
+        let made = self.tb.create(spec).await;
+        self.op(op, t.elapsed(), made.is_ok());
+        Ok(made?.id)
+    }
+
+    async fn remove(&mut self, op: &str, id: &BoxId) {
+        let t = Instant::now();
+        let gone = self.tb.remove(id).await;
+        self.op(op, t.elapsed(), gone.is_ok());
+    }
+
+    async fn run_all(&mut self, source: Option<WorkspaceSource>) {
+        let spec = self.spec(source.clone());
+        let id = match self.create("create", spec.clone()).await {
+            Ok(id) => id,
+            Err(e) => {
+                self.skip_all(&format!("could not create a box: {e}"));
+                return;
+            }
+        };
+        let t = Instant::now();
+        let first = run(self.tb, &id, &["true"], &[], std::future::pending()).await;
+        self.op("exec", t.elapsed(), first.as_ref().is_ok_and(|o| o.status.success()));
+        match first {
+            Ok(o) if o.status.success() => self.probe_all(&id, &spec).await,
+            Ok(o) => self.skip_all(&format!("`true` did not succeed in the box ({}): {}", o.status, o.stderr_line())),
+            Err(e) => self.skip_all(&format!("could not run a command in the box: {e}")),
+        }
+        self.remove("rm", &id).await;
+        if declared(&self.caps, "feature.port_forward") {
+            self.port_forward(source).await;
+        }
+        self.skip_all("no probe ran");
+    }
+
+    async fn probe_all(&mut self, id: &BoxId, spec: &BoxSpec) {
+        for name in CLAIMS {
+            if !declared(&self.caps, name) || *name == "feature.port_forward" || *name == "feature.fork" {
+                continue;
+            }
+            let t = Instant::now();
+            let (status, detail) = match probes::probe(self, name, id, spec).await {
+                Ok(v) => v,
+                Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
+            };
+            self.record(name, status, detail, Some(t.elapsed()));
+        }
+        // Fork comes after snapshot: both leave the probe's files behind.
+        if declared(&self.caps, "feature.fork") {
+            let t = Instant::now();
+            let (status, detail) = match probes::fork(self, id).await {
+                Ok(v) => v,
+                Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
+            };
+            self.record("feature.fork", status, detail, Some(t.elapsed()));
+        }
+    }
+
+    async fn port_forward(&mut self, source: Option<WorkspaceSource>) {
+        const NAME: &str = "feature.port_forward";
+        let Some(host_port) = free_port() else {
+            self.record(NAME, Status::Skipped, "no free port on 127.0.0.1 to publish", None);
+            return;
+        };
+        let mut spec = self.spec(source);
+        spec.ports = vec![PortMapping { host: host_port, guest: probes::GUEST_PORT }];
+        // A published port needs somewhere to go: ask for egress where the
+        // network is confined at all.
+        if self.caps.network_deny {
+            spec.network = Some(NetworkPolicy::Egress);
+        }
+        let t = Instant::now();
+        let id = match self.create("create (ports)", spec).await {
+            Ok(id) => id,
+            Err(e) => {
+                self.record(NAME, Status::Skipped, format!("could not create a box with a port: {e}"), None);
+                return;
+            }
+        };
+        let (status, detail) = match probes::port_forward(self, &id, host_port).await {
+            Ok(v) => v,
+            Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
+        };
+        self.record(NAME, status, detail, Some(t.elapsed()));
+        self.remove("rm (ports)", &id).await;
+    }
+}
+
+fn free_port() -> Option<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+    Some(l.local_addr().ok()?.port())
+}

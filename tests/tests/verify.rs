@@ -1,0 +1,206 @@
+//! `tinybox drivers verify`: the conformance kit's claim probes, run
+//! through the CLI against real sandboxes. A driver that declares more than
+//! it delivers must fail with the probes that caught it; honest drivers
+//! (namespace, docker, passthrough, the Python procuser in contrib) pass.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tinybox_tests::{Cli, have, install_test_driver, skip};
+
+/// `tinybox drivers verify NAME --json` with drivers also found in `dirs`:
+/// (exit status, the parsed report, stderr).
+fn verify_json(cli: &Cli, dirs: &[&Path], name: &str) -> (i32, Value, String) {
+    let out = cli
+        .cmd_with_drivers(dirs, &["--json", "drivers", "verify", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run tinybox");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
+    (out.status.code().unwrap_or(-1), v, stderr)
+}
+
+/// The status of claim `name` in a report.
+fn status<'a>(v: &'a Value, name: &str) -> &'a str {
+    let claims = v["report"]["claims"].as_array().expect("claims");
+    let c = claims.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no claim {name} in {v}"));
+    c["status"].as_str().expect("status")
+}
+
+fn assert_status(v: &Value, name: &str, want: &str) {
+    assert_eq!(
+        status(v, name),
+        want,
+        "claim {name}: {}",
+        serde_json::to_string_pretty(&v["report"]["claims"]).unwrap()
+    );
+}
+
+/// Every operation the kit timed succeeded, and create, exec and rm are among them.
+fn assert_operations(v: &Value) {
+    let ops = v["report"]["operations"].as_array().expect("operations");
+    for op in ["create", "exec", "rm"] {
+        let o = ops.iter().find(|o| o["op"] == op).unwrap_or_else(|| panic!("no {op} latency in {v}"));
+        assert_eq!(o["ok"], true, "{op}: {o}");
+        assert!(o["latency_ms"].is_u64(), "{op}: {o}");
+    }
+}
+
+/// No box is left behind in the store.
+fn assert_no_boxes(cli: &Cli) {
+    let (code, out, _) = cli.run(&["--json", "ls"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).expect("ls json"), Value::Array(vec![]), "boxes left: {out}");
+}
+
+#[test]
+fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    install_test_driver(dir.path(), "overclaims");
+    let (code, v, err) = verify_json(&cli, &[dir.path()], "overclaims");
+    assert_eq!(code, 1, "an overclaiming driver must not verify: {err}");
+    assert_eq!(v["passed"], false);
+    // It runs everything unconfined on the host: each declared claim's probe catches it.
+    assert_status(&v, "isolation.process.cannot_signal_caller", "fail");
+    assert_status(&v, "isolation.kernel.host_processes", "fail");
+    assert_status(&v, "isolation.kernel.env_clean", "fail");
+    assert_status(&v, "limit.pids", "fail");
+    assert_status(&v, "network.deny", "fail");
+    assert_status(&v, "snapshot.filesystem", "not_claimed");
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+
+    // The text report names the failing probe and says FAIL.
+    let out = cli
+        .cmd_with_drivers(&[dir.path()], &["drivers", "verify", "overclaims"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line =
+        text.lines().find(|l| l.starts_with("limit.pids")).unwrap_or_else(|| panic!("no limit.pids row: {text}"));
+    assert!(line.contains("FAIL") && line.contains("under a cap of"), "{line}");
+    assert!(text.contains("NOT VERIFIED"), "{text}");
+
+    // The result is kept for this driver binary and shown by `tinybox drivers`.
+    let out = cli.cmd_with_drivers(&[dir.path()], &["drivers"]).stdin(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.starts_with("overclaims")).unwrap_or_else(|| panic!("no overclaims row: {text}"));
+    assert!(row.contains("FAIL (5 claims)"), "{row}");
+    let out = cli
+        .cmd_with_drivers(&[dir.path()], &["--json", "drivers"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|r| r["name"] == "overclaims").unwrap();
+    assert_eq!(row["verified"]["passed"], false, "{row}");
+    assert_eq!(row["verified"]["fails"], 5, "{row}");
+    let namespace = rows.as_array().unwrap().iter().find(|r| r["name"] == "namespace").unwrap();
+    assert_eq!(namespace["verified"], Value::Null, "never verified in this store: {namespace}");
+}
+
+#[test]
+fn passthrough_claims_nothing_and_passes() {
+    let cli = Cli::new();
+    let (code, v, err) = verify_json(&cli, &[], "passthrough");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["passed"], true);
+    for c in v["report"]["claims"].as_array().unwrap() {
+        assert_eq!(c["status"], "not_claimed", "passthrough declares nothing: {c}");
+    }
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+}
+
+#[test]
+fn namespace_passes_its_claims() {
+    const TEST: &str = "namespace_passes_its_claims";
+    if !have("bwrap") {
+        return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
+    }
+    let cli = Cli::new();
+    let (code, v, err) = verify_json(&cli, &[], "namespace");
+    assert_eq!(code, 0, "{err}\n{v}");
+    for claim in [
+        "isolation.process.cannot_signal_caller",
+        "isolation.kernel.host_processes",
+        "isolation.kernel.env_clean",
+        "isolation.kernel.only_stdio_fds",
+        "network.deny",
+    ] {
+        assert_status(&v, claim, "pass");
+    }
+    assert_status(&v, "limit.pids", "not_claimed");
+    assert_status(&v, "feature.fork", "not_claimed");
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+}
+
+#[test]
+fn docker_passes_its_claims() {
+    const TEST: &str = "docker_passes_its_claims";
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip(TEST, &why);
+    }
+    let cli = Cli::new();
+    let (code, v, err) = verify_json(&cli, &[], "docker");
+    assert_eq!(code, 0, "{err}\n{v}");
+    for claim in [
+        "isolation.process.cannot_signal_caller",
+        "isolation.kernel.host_processes",
+        "isolation.kernel.env_clean",
+        "isolation.kernel.only_stdio_fds",
+        "limit.cpu",
+        "limit.memory",
+        "limit.pids",
+        "network.deny",
+        "snapshot.filesystem",
+        "feature.fork",
+        "feature.port_forward",
+    ] {
+        assert_status(&v, claim, "pass");
+    }
+    let ops: Vec<&str> =
+        v["report"]["operations"].as_array().unwrap().iter().filter_map(|o| o["op"].as_str()).collect();
+    assert!(ops.contains(&"snapshot") && ops.contains(&"fork"), "{ops:?}");
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+}
+
+fn procuser_driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../contrib/drivers/procuser/tinybox-driver-procuser")
+}
+
+#[test]
+fn the_python_procuser_driver_passes_its_claims() {
+    const TEST: &str = "the_python_procuser_driver_passes_its_claims";
+    if !rustix::process::geteuid().is_root() {
+        return skip(TEST, "procuser switches users, which needs root");
+    }
+    for tool in ["python3", "setpriv", "prlimit"] {
+        if !Path::new("/usr/bin").join(tool).is_file() && !have(tool) {
+            return skip(TEST, &format!("{tool} is not installed"));
+        }
+    }
+    // Installed as a third party would: an executable on the driver path.
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(procuser_driver(), dir.path().join("tinybox-driver-procuser")).unwrap();
+    let cli = Cli::new();
+    let (code, v, err) = verify_json(&cli, &[dir.path()], "procuser");
+    assert_eq!(code, 0, "{err}\n{v}");
+    assert_eq!(v["report"]["declared"]["isolation"], "process");
+    assert_status(&v, "isolation.process.cannot_signal_caller", "pass");
+    assert_status(&v, "limit.memory", "pass");
+    assert_status(&v, "limit.pids", "pass");
+    // Claimed only what it enforces.
+    assert_status(&v, "isolation.kernel.host_processes", "not_claimed");
+    assert_status(&v, "network.deny", "not_claimed");
+    assert_status(&v, "limit.cpu", "not_claimed");
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+}
