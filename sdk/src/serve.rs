@@ -115,11 +115,12 @@ fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned
     params.parse::<T>()
 }
 
+/// Answers the handshake. `describe` runs after the configuration is
+/// stored, so a driver's health and declaration may depend on it.
 fn handshake<D: ?Sized>(
     state: &State<D>,
     params: &Params<'_>,
-    info: DriverInfo,
-    capabilities: Option<SandboxCapabilities>,
+    describe: impl FnOnce() -> (DriverInfo, Option<SandboxCapabilities>),
 ) -> Result<HandshakeResult, ErrorObjectOwned> {
     let p: HandshakeParams = parse(params)?;
     let ours = version::protocol_version();
@@ -131,6 +132,7 @@ fn handshake<D: ?Sized>(
         .into());
     }
     let _ = state.host.config.set(p.config);
+    let (info, capabilities) = describe();
     state.handshaken.store(true, Ordering::SeqCst);
     Ok(HandshakeResult {
         name: info.name,
@@ -155,7 +157,7 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
     let state = State { driver: driver.clone(), role: Role::Host, handshaken: AtomicBool::new(false), host };
     let mut module = RpcModule::new(state);
     module
-        .register_method(method::HANDSHAKE, |params, s, _| handshake(s, &params, s.driver.info(), None))
+        .register_method(method::HANDSHAKE, |params, s, _| handshake(s, &params, || (s.driver.info(), None)))
         .expect("unique method");
     module
         .register_async_method(method::HOST_RUN, |params, s, _| async move {
@@ -188,7 +190,7 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
     let mut module = RpcModule::new(state);
     module
         .register_method(method::HANDSHAKE, |params, s, _| {
-            handshake(s, &params, s.driver.info(), Some(s.driver.capabilities()))
+            handshake(s, &params, || (s.driver.info(), Some(s.driver.capabilities())))
         })
         .expect("unique method");
     module

@@ -254,6 +254,8 @@ pub fn descendants(root: i32) -> Vec<i32> {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
+        // Shared connections (ssh's ControlPersist masters) end with their sessions.
+        self.kill_connections();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

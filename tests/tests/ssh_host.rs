@@ -329,3 +329,50 @@ async fn a_cancelled_remote_command_ends_and_options_never_come_from_configurati
         rustix::process::kill_process(rustix::process::Pid::from_raw(remote).unwrap(), rustix::process::Signal::KILL);
     tb.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_share_one_connection_per_host_configuration() {
+    let sshd = match Sshd::start() {
+        Ok(s) => s,
+        Err(why) => return tinybox_tests::skip("ssh multiplexing", &why),
+    };
+    let user = ensure_user("tbx-mux", "/bin/bash").unwrap();
+    let mut solo = sshd.entry(&user, None);
+    solo.config["multiplex"] = false.into();
+    // Same destination, port and user as `shared`, but a known_hosts naming another key.
+    let keys = tempfile::tempdir().unwrap();
+    let impostor = keygen(keys.path(), "impostor");
+    let wrong = keys.path().join("known_hosts");
+    std::fs::write(
+        &wrong,
+        format!("[127.0.0.1]:{} {}", sshd.port, std::fs::read_to_string(impostor.with_extension("pub")).unwrap()),
+    )
+    .unwrap();
+    let mut distrusting = sshd.entry(&user, None);
+    distrusting.config["known_hosts_file"] = wrong.to_string_lossy().into_owned().into();
+    let tb = engine(&[("shared", sshd.entry(&user, None)), ("solo", solo), ("distrusting", distrusting)]);
+    let logins = || sshd.log().matches(&format!("Accepted publickey for {user}")).count();
+
+    let shared = tb.create(passthrough_on("shared")).await.unwrap();
+    for i in 0..4 {
+        let out = run(&tb, &shared.id, &["sh", "-c", &format!("echo {i}")]).await;
+        assert_eq!(out.stdout, format!("{i}\n"), "{}", out.stderr);
+    }
+    let after_shared = logins();
+    assert_eq!(after_shared, 1, "the probe and four commands rode one connection");
+
+    // A host configured with another known_hosts never rides on that connection:
+    // its own check still fails, while the shared connection is up.
+    let gone = tb.create(passthrough_on("distrusting")).await.unwrap();
+    let (stdio, _out, _err) = piped_stdio();
+    let err = tb.exec(&gone.id, ExecRequest::new(["true"]), stdio, Target::Workspace, std::future::pending()).await;
+    assert!(err.unwrap_err().to_string().contains("Host key verification failed"));
+
+    let solo = tb.create(passthrough_on("solo")).await.unwrap();
+    for _ in 0..2 {
+        let out = run(&tb, &solo.id, &["true"]).await;
+        assert!(out.status.success(), "{}", out.stderr);
+    }
+    assert_eq!(logins(), after_shared + 2, "without multiplexing, a connection per command");
+    tb.close().await;
+}

@@ -42,6 +42,9 @@ pub struct AddArgs {
     /// known_hosts file to check the host key against, instead of your own.
     #[arg(long, value_name = "FILE")]
     pub known_hosts: Option<String>,
+    /// Open a connection per command instead of sharing one (ssh's ControlMaster, kept 60 s).
+    #[arg(long)]
+    pub no_multiplex: bool,
 }
 
 /// The name `--host ssh:DEST` is saved under: `ssh-` and DEST with every
@@ -138,6 +141,9 @@ impl HostCmd {
                 }
                 if let Some(k) = a.known_hosts {
                     config["known_hosts_file"] = k.into();
+                }
+                if a.no_multiplex {
+                    config["multiplex"] = false.into();
                 }
                 let entry = HostEntry { driver: "ssh".into(), config, inner: a.inner };
                 let replaced = store.save(a.name.clone(), entry.clone())?;

@@ -26,6 +26,12 @@ impl Tinybox {
         for instance in info.runner.iter().chain(info.workspace.iter()) {
             self.destroy_instance(id, instance).await?;
         }
+        // A local directory on a remote host was synced there for this box.
+        let host = &info.spec.workspace.host;
+        let synced = matches!(info.spec.source, Some(tinybox_sdk::model::WorkspaceSource::LocalDir { .. }));
+        if synced && host.as_str() != crate::hosts::LOCAL {
+            self.discard_synced(host, &crate::sync::remote_workspace(&info.spec.namespace, id.as_str())).await;
+        }
         self.store.remove(id)?;
         Ok(info)
     }

@@ -25,7 +25,21 @@ pub struct SshConfig {
     /// A known_hosts file on the inner host, instead of the user's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_hosts_file: Option<String>,
+    /// Share one connection between commands (ssh's ControlMaster), kept
+    /// for [`PERSIST_SECS`] after the last one. Default on.
+    #[serde(default = "yes", skip_serializing_if = "Clone::clone")]
+    pub multiplex: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// How long a shared connection outlives its last command.
+pub const PERSIST_SECS: u32 = 60;
+
+/// Where shared-connection sockets live on the inner host (made 0700 by the driver).
+pub const CONTROL_DIR: &str = ".ssh/tinybox";
 
 impl SshConfig {
     /// Reads and checks the handshake's configuration.
@@ -70,8 +84,10 @@ impl SshConfig {
         Ok(())
     }
 
-    /// `ssh OPTIONS -- DEST REMOTE`: the command line for the inner host.
-    pub fn argv(&self, remote: &str) -> Vec<String> {
+    /// `ssh OPTIONS -- DEST REMOTE`: the command line for the inner host,
+    /// sharing a connection when `multiplex` (the caller's decision: the
+    /// configuration asked for it and the socket directory exists).
+    pub fn argv_with(&self, remote: &str, multiplex: bool) -> Vec<String> {
         let mut v: Vec<String> = ["ssh", "-T", "-a", "-x", "-o", "BatchMode=yes", "-o"].map(String::from).to_vec();
         v.push(
             if self.accept_new_host_key { "StrictHostKeyChecking=accept-new" } else { "StrictHostKeyChecking=yes" }
@@ -89,8 +105,22 @@ impl SshConfig {
         if let Some(file) = &self.known_hosts_file {
             v.extend(["-o".into(), format!("UserKnownHostsFile={file}")]);
         }
+        if multiplex {
+            // One socket per configuration: a host entry with other keys or
+            // another known_hosts never rides on this one's connection.
+            v.extend(["-o".into(), "ControlMaster=auto".into(), "-o".into()]);
+            v.push(format!("ControlPath=~/{CONTROL_DIR}/%C-{}", self.identity_hash()));
+            v.extend(["-o".into(), format!("ControlPersist={PERSIST_SECS}")]);
+        }
         v.extend(["--".into(), self.destination.clone(), remote.to_owned()]);
         v
+    }
+
+    /// Ten hex digits naming this configuration (everything that decides
+    /// where, as whom and with which trust the connection is made).
+    fn identity_hash(&self) -> String {
+        let json = serde_json::to_string(self).expect("serializable");
+        blake3::hash(json.as_bytes()).to_hex()[..10].to_owned()
     }
 
     /// How the destination is named in messages.
@@ -120,6 +150,12 @@ fn word(what: &str, value: &str) -> Result<(), DriverError> {
 mod tests {
     use super::*;
 
+    impl SshConfig {
+        fn argv(&self, remote: &str) -> Vec<String> {
+            self.argv_with(remote, self.multiplex)
+        }
+    }
+
     fn cfg(dest: &str) -> SshConfig {
         SshConfig {
             destination: dest.into(),
@@ -128,6 +164,7 @@ mod tests {
             identity_file: None,
             accept_new_host_key: false,
             known_hosts_file: None,
+            multiplex: false,
         }
     }
 
@@ -156,6 +193,7 @@ mod tests {
             identity_file: Some("/k/id".into()),
             accept_new_host_key: true,
             known_hosts_file: Some("/k/known".into()),
+            multiplex: false,
         };
         assert_eq!(
             full.argv("x"),
@@ -215,5 +253,25 @@ mod tests {
         let ok = SshConfig::from_json(&serde_json::json!({"destination": "h", "port": 22})).unwrap();
         assert_eq!(ok.port, Some(22));
         assert!(!ok.accept_new_host_key);
+        assert!(ok.multiplex, "connections are shared unless a host says otherwise");
+    }
+
+    #[test]
+    fn a_shared_connection_is_per_configuration() {
+        let mut a = cfg("h");
+        a.multiplex = true;
+        let argv = a.argv("x");
+        let path = argv.iter().find(|s| s.starts_with("ControlPath=")).unwrap().clone();
+        assert!(
+            path.starts_with("ControlPath=~/.ssh/tinybox/%C-")
+                && path.len() == "ControlPath=~/.ssh/tinybox/%C-".len() + 10
+        );
+        assert!(argv.contains(&"ControlMaster=auto".to_owned()) && argv.contains(&"ControlPersist=60".to_owned()));
+        let mut b = a.clone();
+        b.known_hosts_file = Some("/other".into());
+        assert!(!b.argv("x").contains(&path), "another known_hosts, another connection");
+        assert!(!a.argv_with("x", false).iter().any(|s| s.starts_with("Control")));
+        // Options still end before the destination.
+        assert_eq!(&argv[argv.len() - 3..], ["--", "h", "x"]);
     }
 }

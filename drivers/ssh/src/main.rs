@@ -37,6 +37,8 @@ struct SshHost {
     /// Runs core asked to cancel: ssh catches the SIGTERM core's inner host
     /// sends it and exits 255, which then means "cancelled", not "failed".
     cancelled: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Whether the shared-connection directory exists on the inner host.
+    control_dir: tokio::sync::OnceCell<bool>,
 }
 
 /// The status a cancelled run reports: ended by the SIGTERM that cancelled it.
@@ -48,7 +50,25 @@ const SSH_FAILED: i32 = 255;
 impl SshHost {
     /// Runs `remote` (a plain command line) over ssh with pipes, on the inner host.
     async fn capture(&self, inner: &HostHandle, cfg: &SshConfig, remote: &str) -> Result<Captured, DriverError> {
-        capture(inner, cfg.argv(remote), BTreeMap::new(), b"").await
+        let multiplex = self.multiplex(inner, cfg).await;
+        capture(inner, cfg.argv_with(remote, multiplex), BTreeMap::new(), b"").await
+    }
+
+    /// Whether connections are shared: asked for, and the socket directory
+    /// exists (made once per driver process, 0700, on the inner host). If it
+    /// cannot be made, commands still run, each on its own connection.
+    async fn multiplex(&self, inner: &HostHandle, cfg: &SshConfig) -> bool {
+        if !cfg.multiplex {
+            return false;
+        }
+        *self
+            .control_dir
+            .get_or_init(|| async {
+                let mkdir = format!("umask 077 && mkdir -p \"$HOME/{}\"", config::CONTROL_DIR);
+                let argv = vec!["sh".to_owned(), "-c".to_owned(), mkdir];
+                capture(inner, argv, BTreeMap::new(), b"").await.is_ok_and(|c| c.success())
+            })
+            .await
     }
 
     fn unreachable(cfg: &SshConfig, out: &Captured) -> DriverError {
@@ -118,10 +138,11 @@ impl HostDriver for SshHost {
         // The remote environment is inside the command string; ssh itself
         // runs with the inner host's own.
         let p_exec_id = p.exec_id.clone();
+        let multiplex = self.multiplex(inner, &cfg).await;
         let status = inner
             .run(RunParams {
                 exec_id: p.exec_id,
-                argv: cfg.argv(&remote),
+                argv: cfg.argv_with(&remote, multiplex),
                 env: BTreeMap::new(),
                 clear_env: false,
                 cwd: None,
@@ -155,5 +176,9 @@ fn main() {
         println!("tinybox-driver-ssh {}", env!("CARGO_PKG_VERSION"));
         return;
     }
-    tinybox_sdk::run_host_main(SshHost { shell: tokio::sync::Mutex::new(None), cancelled: Default::default() })
+    tinybox_sdk::run_host_main(SshHost {
+        shell: tokio::sync::Mutex::new(None),
+        cancelled: Default::default(),
+        control_dir: Default::default(),
+    })
 }
