@@ -302,24 +302,10 @@ async fn a_cancelled_remote_command_ends_and_options_never_come_from_configurati
 
     // Cancel: the local ssh ends with the signal, and the caller is not held.
     let info = tb.create(passthrough_on("far")).await.unwrap();
-    let (stdio, mut out, _err) = piped_stdio();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 3];
-        let _ = std::io::Read::read(&mut out, &mut buf);
-        let _ = started_tx.send(());
-    });
-    let cancel = async move {
-        let _ = started_rx.await;
-    };
     let pids = tempfile::tempdir().unwrap();
     let pidfile = pids.path().join("pid");
     let script = format!("echo $$ > '{}'; echo go; exec sleep 1000", pidfile.display());
-    let req = ExecRequest::new(["sh".to_owned(), "-c".to_owned(), script]);
-    let outcome = tokio::time::timeout(GUARD, tb.exec(&info.id, req, stdio, Target::Workspace, cancel))
-        .await
-        .expect("a cancelled exec ends")
-        .unwrap();
+    let outcome = tinybox_tests::exec_cancelled_once_started(&tb, &info.id, &["sh", "-c", &script]).await;
     assert!(outcome.cancelled);
     assert_eq!(outcome.status.signal, Some(15), "{}", outcome.status);
     // Ending the local ssh does not reach a remote command that neither reads

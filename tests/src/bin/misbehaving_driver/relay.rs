@@ -12,8 +12,12 @@ use tinybox_sdk::{HostHandle, SandboxDriver, serve::DriverInfo};
 
 use crate::Invocation;
 
-struct Relay {
-    me: Invocation,
+/// A sandbox that runs every command on its host unconfined, declaring
+/// whatever `capabilities` says — honestly for `relay`, falsely for
+/// `overclaims`.
+pub struct Relay {
+    pub me: Invocation,
+    pub capabilities: SandboxCapabilities,
 }
 
 #[async_trait]
@@ -23,7 +27,7 @@ impl SandboxDriver for Relay {
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
-        SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() }
+        self.capabilities.clone()
     }
 
     async fn create(&self, _host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
@@ -60,5 +64,6 @@ impl SandboxDriver for Relay {
 }
 
 pub fn relay(me: Invocation) -> ! {
-    tinybox_sdk::run_sandbox_main(Relay { me })
+    let capabilities = SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() };
+    tinybox_sdk::run_sandbox_main(Relay { me, capabilities })
 }
