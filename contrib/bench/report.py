@@ -51,6 +51,8 @@ not absolute times across runs.
 - tinybox: {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()} (release build)
 - reproduce: `contrib/bench/run`
 
+![Every ratio of this run](benchmarks.png)
+
 ## Exec overhead (local host, passthrough sandbox)
 
 | command | median | ratio |
