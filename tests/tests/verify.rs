@@ -204,3 +204,48 @@ fn the_python_procuser_driver_passes_its_claims() {
     assert_operations(&v);
     assert_no_boxes(&cli);
 }
+
+/// A driver that handshakes correctly and then answers everything with an
+/// empty result: before the handshake, for unknown methods, for bad params.
+const SLOPPY_DRIVER: &str = r#"#!/usr/bin/env python3
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg.get("method") == "handshake" and msg["params"]["protocol"].startswith("0."):
+        result = {"name": "sloppy", "version": "0", "protocol": msg["params"]["protocol"], "role": "sandbox",
+                  "health": {"ok": True}, "capabilities": {"isolation": "none", "snapshot": "none",
+                  "features": [], "limits": [], "network_deny": False, "sources": ["local_dir"]}}
+    else:
+        result = None
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+#[test]
+fn a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name() {
+    if !tinybox_tests::have("python3") {
+        tinybox_tests::skip(
+            "a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name",
+            "python3 is not installed",
+        );
+        return;
+    }
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tinybox-driver-sloppy");
+    std::fs::write(&path, SLOPPY_DRIVER).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, v, err) = verify_json(&cli, &[dir.path()], "sloppy");
+    assert_eq!(code, 1, "a non-conforming driver is not verified: {err}");
+    for claim in [
+        "protocol.call_before_handshake",
+        "protocol.incompatible_version",
+        "protocol.unknown_method",
+        "protocol.invalid_params",
+    ] {
+        assert_status(&v, claim, "fail");
+    }
+    assert_no_boxes(&cli);
+}

@@ -9,6 +9,7 @@
 pub mod cache;
 mod capture;
 mod probes;
+mod protocol;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -127,6 +128,12 @@ pub const CLAIMS: &[&str] = &[
     "feature.fork",
     "feature.port_forward",
     "feature.pause_resume",
+    "protocol.call_before_handshake",
+    "protocol.incompatible_version",
+    "protocol.unknown_method",
+    "protocol.invalid_params",
+    "protocol.concurrent_calls",
+    "protocol.large_binary_stream",
 ];
 
 /// Whether `caps` declares the property claim `name` checks.
@@ -147,6 +154,8 @@ pub fn declared(caps: &SandboxCapabilities, name: &str) -> bool {
         "feature.fork" => caps.has(&Feature::Fork),
         "feature.port_forward" => caps.has(&Feature::PortForward),
         "feature.pause_resume" => caps.has(&Feature::PauseResume),
+        // Every driver speaks the protocol; passthrough is built into core.
+        _ if name.starts_with("protocol.") => true,
         _ => false,
     }
 }
@@ -206,6 +215,18 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
     let caps = r.capabilities.clone().ok_or_else(|| NotVerifiable(format!("sandbox {name} declared nothing")))?;
     let sandbox = SandboxName::new(name).map_err(|e| NotVerifiable(e.to_string()))?;
     let mut kit = Kit { tb, sandbox, caps: caps.clone(), claims: Vec::new(), operations: Vec::new() };
+    match &r.path {
+        Some(path) => {
+            for (claim, (status, detail), took) in protocol::wire(std::path::Path::new(path)).await {
+                kit.record(claim, status, detail, Some(took));
+            }
+        }
+        None => {
+            for claim in protocol::CLAIMS {
+                kit.record(claim, Status::NotClaimed, "built into core: no driver protocol to check", None);
+            }
+        }
+    }
     let (source, shown, _keep) = match pick_source(&caps, opts) {
         Source::Made(s, shown, keep) => (s, shown, keep),
         Source::Impossible(why) => {
@@ -318,8 +339,20 @@ impl Kit<'_> {
     }
 
     async fn probe_all(&mut self, id: &BoxId, spec: &BoxSpec) {
+        if !self.claims.iter().any(|c| c.name == "protocol.concurrent_calls") {
+            let t = Instant::now();
+            let (status, detail) = protocol::concurrent_calls(self.tb, id).await;
+            self.record("protocol.concurrent_calls", status, detail, Some(t.elapsed()));
+            let t = Instant::now();
+            let (status, detail) = protocol::large_binary_stream(self.tb, id).await;
+            self.record("protocol.large_binary_stream", status, detail, Some(t.elapsed()));
+        }
         for name in CLAIMS {
-            if !declared(&self.caps, name) || *name == "feature.port_forward" || *name == "feature.fork" {
+            if !declared(&self.caps, name)
+                || *name == "feature.port_forward"
+                || *name == "feature.fork"
+                || name.starts_with("protocol.")
+            {
                 continue;
             }
             let t = Instant::now();
