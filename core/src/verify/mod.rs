@@ -134,6 +134,7 @@ pub const CLAIMS: &[&str] = &[
     "protocol.invalid_params",
     "protocol.concurrent_calls",
     "protocol.large_binary_stream",
+    "protocol.cancellation",
 ];
 
 /// Whether `caps` declares the property claim `name` checks.
@@ -346,6 +347,9 @@ impl Kit<'_> {
             let t = Instant::now();
             let (status, detail) = protocol::large_binary_stream(self.tb, id).await;
             self.record("protocol.large_binary_stream", status, detail, Some(t.elapsed()));
+            let t = Instant::now();
+            let (status, detail) = protocol::cancellation(self.tb, id).await;
+            self.record("protocol.cancellation", status, detail, Some(t.elapsed()));
         }
         for name in CLAIMS {
             if !declared(&self.caps, name)

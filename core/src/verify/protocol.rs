@@ -21,13 +21,14 @@ use crate::Tinybox;
 use crate::engine::Target;
 
 /// The protocol claims, in report order. Every driver makes them.
-pub const CLAIMS: [&str; 6] = [
+pub const CLAIMS: [&str; 7] = [
     "protocol.call_before_handshake",
     "protocol.incompatible_version",
     "protocol.unknown_method",
     "protocol.invalid_params",
     "protocol.concurrent_calls",
     "protocol.large_binary_stream",
+    "protocol.cancellation",
 ];
 
 /// How long a driver may take to answer one line.
@@ -215,4 +216,43 @@ fn pseudo_random(len: usize) -> Vec<u8> {
             (x >> 24) as u8
         })
         .collect()
+}
+
+/// A running command cancelled once it has started ends, reported as
+/// cancelled, within the kit's guard — and not by finishing on its own.
+pub async fn cancellation(tb: &Tinybox, id: &BoxId) -> Verdict {
+    let result = async {
+        let (out_r, out_w) = std::io::pipe().map_err(|e| e.to_string())?;
+        let devnull = || std::fs::File::options().read(true).write(true).open("/dev/null");
+        let fds = StdioFds {
+            stdin: devnull().map_err(|e| e.to_string())?.into(),
+            stdout: out_w.into(),
+            stderr: devnull().map_err(|e| e.to_string())?.into(),
+        };
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::task::spawn_blocking(move || {
+            let mut first = [0u8; 1];
+            let mut r = out_r;
+            let _ = r.read(&mut first);
+            let _ = started_tx.send(());
+        });
+        let cancel = async move {
+            let _ = started_rx.await;
+        };
+        let t = Instant::now();
+        let req = ExecRequest::new(["sh", "-c", "echo started; exec sleep 1000"]);
+        let run = tb.exec(id, req, fds, Target::Workspace, cancel);
+        let outcome = tokio::time::timeout(capture::GUARD, run)
+            .await
+            .map_err(|_| format!("the cancelled command still ran after {}s", capture::GUARD.as_secs()))?
+            .map_err(|e| e.to_string())?;
+        if !outcome.cancelled || outcome.status.success() {
+            return Err(format!("the command was not stopped: it ended with {}", outcome.status));
+        }
+        Ok(format!("stopped {} ms after it started ({})", t.elapsed().as_millis(), outcome.status))
+    };
+    match result.await {
+        Ok(detail) => (Status::Pass, detail),
+        Err(e) => (Status::Fail, e),
+    }
 }

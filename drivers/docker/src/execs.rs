@@ -22,6 +22,11 @@ impl Running {
     pub fn claim_stop(&self) -> bool {
         !self.stopping.swap(true, Ordering::SeqCst)
     }
+
+    /// Whether something (a cancel, or exec itself) has stopped the command.
+    pub fn stopped(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
 }
 
 #[derive(Default)]

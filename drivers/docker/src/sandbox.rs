@@ -198,6 +198,12 @@ impl Docker {
         if status.signal.is_some() && running.claim_stop() {
             let _ = host.capture(argv::cancel(&running.container, &running.pid_file)).await;
         }
+        // A stopped command ended by our SIGTERM, whatever the local client
+        // reported: `docker exec` itself exits 0 when it is terminated, and a
+        // cancelled command must never read as a success.
+        if running.stopped() {
+            return Ok(ExitStatus { code: None, signal: Some(15) });
+        }
         // docker's own failures (no such container, not running) end with
         // 1, a missing docker CLI with 127: statuses a command may end with
         // too, so only then is the container looked at, and only to tell a
