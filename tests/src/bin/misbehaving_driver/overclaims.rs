@@ -1,4 +1,4 @@
-//! `overclaims`: a sandbox that declares kernel isolation, network deny and
+//! `overclaims`: a sandbox that declares hardware isolation, network deny and
 //! a pids limit, yet runs every command on its host unconfined through
 //! `host.run` (it is `relay` with a false declaration) and applies no limit.
 //! The conformance kit must catch each of these claims with its probe.
@@ -10,7 +10,7 @@ use crate::relay::Relay;
 
 pub fn overclaims(me: Invocation) -> ! {
     let capabilities = SandboxCapabilities {
-        isolation: IsolationLevel::Kernel,
+        isolation: IsolationLevel::Hardware,
         features: [Feature::ResourceLimits].into(),
         limits: [Limit::Pids].into(),
         network_deny: true,
