@@ -85,6 +85,17 @@ pub fn source(s: &Option<WorkspaceSource>) -> String {
     }
 }
 
+/// What `create` and `fork` print: the record with --json; otherwise the
+/// summary on stderr and the bare identifier on stdout, for scripts.
+pub fn print_created(json_output: bool, info: &BoxInfo) {
+    if json_output {
+        json(info);
+    } else {
+        eprintln!("tinybox: {}", created_summary(info));
+        println!("{}", info.id);
+    }
+}
+
 /// One line a person reads after `create`.
 pub fn created_summary(info: &BoxInfo) -> String {
     let Some(ws) = &info.workspace else { return format!("created {}", info.id) };

@@ -17,12 +17,7 @@ impl CreateCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let spec = super::spec_from(app, &self.box_args, &self.env.env).await?;
         let info = app.engine.create(spec).await?;
-        if app.json {
-            output::json(&info);
-        } else {
-            eprintln!("tinybox: {}", output::created_summary(&info));
-            println!("{}", info.id);
-        }
+        output::print_created(app.json, &info);
         Ok(0)
     }
 }

@@ -14,12 +14,7 @@ pub struct ForkCmd {
 impl ForkCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let info = app.engine.fork(&self.id).await?;
-        if app.json {
-            output::json(&info);
-        } else {
-            eprintln!("tinybox: {}", output::created_summary(&info));
-            println!("{}", info.id);
-        }
+        output::print_created(app.json, &info);
         Ok(0)
     }
 }

@@ -112,8 +112,9 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Every claim the kit knows, in report order.
-pub const CLAIMS: &[&str] = &[
+/// Every property claim the kit knows, in report order; the protocol claims
+/// every driver makes follow them (see [`claims`]).
+pub const PROPERTY_CLAIMS: &[&str] = &[
     "isolation.process.cannot_signal_caller",
     "isolation.kernel.host_processes",
     "isolation.kernel.env_clean",
@@ -128,14 +129,12 @@ pub const CLAIMS: &[&str] = &[
     "feature.fork",
     "feature.port_forward",
     "feature.pause_resume",
-    "protocol.call_before_handshake",
-    "protocol.incompatible_version",
-    "protocol.unknown_method",
-    "protocol.invalid_params",
-    "protocol.concurrent_calls",
-    "protocol.large_binary_stream",
-    "protocol.cancellation",
 ];
+
+/// Every claim the kit reports, in report order.
+pub fn claims() -> impl Iterator<Item = &'static str> {
+    PROPERTY_CLAIMS.iter().copied().chain(protocol::CLAIMS)
+}
 
 /// Whether `caps` declares the property claim `name` checks.
 pub fn declared(caps: &SandboxCapabilities, name: &str) -> bool {
@@ -250,7 +249,7 @@ pub(crate) struct Kit<'a> {
 impl Kit<'_> {
     fn report(self, driver_path: Option<String>, source: String) -> Report {
         let mut claims = self.claims;
-        claims.sort_by_key(|c| CLAIMS.iter().position(|n| *n == c.name).unwrap_or(usize::MAX));
+        claims.sort_by_key(|c| self::claims().position(|n| n == c.name).unwrap_or(usize::MAX));
         Report {
             sandbox: self.sandbox.to_string(),
             driver_path,
@@ -271,8 +270,8 @@ impl Kit<'_> {
 
     /// Every claim still unreported: not claimed when undeclared, else skipped for `why`.
     fn skip_all(&mut self, why: &str) {
-        for name in CLAIMS {
-            if self.claims.iter().any(|c| c.name == *name) {
+        for name in claims() {
+            if self.claims.iter().any(|c| c.name == name) {
                 continue;
             }
             if declared(&self.caps, name) {
@@ -351,12 +350,8 @@ impl Kit<'_> {
             let (status, detail) = protocol::cancellation(self.tb, id).await;
             self.record("protocol.cancellation", status, detail, Some(t.elapsed()));
         }
-        for name in CLAIMS {
-            if !declared(&self.caps, name)
-                || *name == "feature.port_forward"
-                || *name == "feature.fork"
-                || name.starts_with("protocol.")
-            {
+        for name in PROPERTY_CLAIMS {
+            if !declared(&self.caps, name) || *name == "feature.port_forward" || *name == "feature.fork" {
                 continue;
             }
             let t = Instant::now();
