@@ -210,8 +210,10 @@ async fn a_fork_bomb_stops_at_the_pids_cap_and_the_host_stays_responsive() {
     let cgroup = host_pids_cgroup(&ns.container(info.id.as_str()));
     assert_eq!(std::fs::read_to_string(cgroup.join("pids.max")).unwrap().trim(), "64");
 
-    // The bomb detaches from the exec, which returns at once.
-    let bomb = ["sh", "-c", "f() { f | f & }; f >/dev/null 2>&1 </dev/null; echo lit"];
+    // The bomb detaches from the exec, which returns at once. The exec's own
+    // shell forks exactly once, before the bomb exists: forking each side of
+    // `f | f` from it would race the bomb for the last free pid.
+    let bomb = ["sh", "-c", "(f() { f | f & }; f) >/dev/null 2>&1 </dev/null & echo lit"];
     assert_eq!(run_ok(&tb, &info.id, &bomb).await, "lit\n");
     let read = |f: &str| std::fs::read_to_string(cgroup.join(f)).unwrap_or_default();
     let refused = |events: &str| events.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
