@@ -19,6 +19,14 @@ pub fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A sandbox-specific create option, `KEY=VALUE` (the value may be empty).
+pub fn parse_option(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not an option KEY=VALUE with a non-empty KEY")),
+    }
+}
+
 /// A duration such as `90s`, `10m`, `1h`, `2d`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 90s, 10m, 1h ({e})"))?;
@@ -167,6 +175,12 @@ pub struct BoxArgs {
     /// Publish a port: HOST:GUEST (repeatable).
     #[arg(long = "port", value_parser = parse_port, value_name = "HOST:GUEST")]
     pub ports: Vec<PortMapping>,
+    /// microvm: hardware virtualization (kvm) or emulation (tcg, no hardware isolation); default: kvm when it works.
+    #[arg(long, value_parser = ["kvm", "tcg"], value_name = "ACCEL")]
+    pub accel: Option<String>,
+    /// A sandbox-specific create option: KEY=VALUE (repeatable); a sandbox that does not take KEY refuses it.
+    #[arg(long = "option", value_parser = parse_option, value_name = "KEY=VALUE")]
+    pub options: Vec<(String, String)>,
 }
 
 /// Environment every command in a box starts with.
@@ -220,7 +234,29 @@ impl BoxArgs {
         if let Some(ns) = &p.namespace {
             spec.namespace = ns.clone();
         }
+        spec.options = self.options()?;
         Ok(spec)
+    }
+
+    /// `--option` pairs and `--accel`, as one map. A key given twice with
+    /// different values is refused rather than one silently winning.
+    fn options(&self) -> Result<BTreeMap<String, String>, String> {
+        let accel = self.accel.iter().map(|a| ("accel".to_owned(), a.clone()));
+        let mut options = BTreeMap::new();
+        for (key, value) in self.options.iter().cloned().chain(accel) {
+            match options.get(&key) {
+                Some(earlier) if *earlier != value => {
+                    let hint = if key == "accel" { " (--accel sets it too)" } else { "" };
+                    return Err(format!(
+                        "option {key} is given twice, as {earlier:?} and {value:?}; give it once{hint}"
+                    ));
+                }
+                _ => {
+                    options.insert(key, value);
+                }
+            }
+        }
+        Ok(options)
     }
 }
 
@@ -250,5 +286,87 @@ impl CommandArgs {
         r.env = self.env.iter().cloned().collect();
         r.cwd = self.cwd.clone();
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tinybox").chain(args.iter().copied()))
+    }
+
+    /// The spec `tinybox create ARGS` describes, in sandbox `microvm`.
+    fn create_spec(args: &[&str]) -> Result<BoxSpec, String> {
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        match parse(&all).map_err(|e| e.to_string())?.command {
+            Command::Create(c) => c.box_args.spec(SandboxName::new("microvm").unwrap(), &[]),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn accel_is_the_accel_option() {
+        assert_eq!(create_spec(&["--accel", "tcg"]).unwrap().options, options(&[("accel", "tcg")]));
+        assert_eq!(create_spec(&["--accel", "kvm"]).unwrap().options, options(&[("accel", "kvm")]));
+        assert!(create_spec(&[]).unwrap().options.is_empty(), "no option unless asked");
+    }
+
+    #[test]
+    fn accel_takes_only_kvm_or_tcg() {
+        let err = parse(&["create", "--accel", "hvf"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = err.to_string();
+        assert!(text.contains("hvf") && text.contains("kvm") && text.contains("tcg"), "{text}");
+    }
+
+    #[test]
+    fn options_are_repeatable_key_value_pairs() {
+        let spec = create_spec(&["--option", "accel=tcg", "--option", "cpu=max", "--option", "note="]).unwrap();
+        assert_eq!(spec.options, options(&[("accel", "tcg"), ("cpu", "max"), ("note", "")]));
+        assert_eq!(
+            create_spec(&["--option", "k=a=b"]).unwrap().options,
+            options(&[("k", "a=b")]),
+            "the first '=' splits"
+        );
+    }
+
+    #[test]
+    fn a_malformed_option_is_refused_naming_the_value_and_the_rule() {
+        assert_eq!(parse_option("accel"), Err(r#""accel" is not an option KEY=VALUE with a non-empty KEY"#.into()));
+        assert_eq!(parse_option("=tcg"), Err(r#""=tcg" is not an option KEY=VALUE with a non-empty KEY"#.into()));
+        for bad in ["accel", "=tcg", ""] {
+            let err = parse(&["create", "--option", bad]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+            assert!(err.to_string().contains("is not an option KEY=VALUE with a non-empty KEY"), "{err}");
+        }
+    }
+
+    #[test]
+    fn one_option_given_two_values_is_refused() {
+        let err = create_spec(&["--accel", "kvm", "--option", "accel=tcg"]).unwrap_err();
+        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (--accel sets it too)"#);
+        let err = create_spec(&["--option", "k=1", "--option", "k=2"]).unwrap_err();
+        assert_eq!(err, r#"option k is given twice, as "1" and "2"; give it once"#);
+        // Saying the same thing twice is not a conflict.
+        let spec = create_spec(&["--accel", "tcg", "--option", "accel=tcg"]).unwrap();
+        assert_eq!(spec.options, options(&[("accel", "tcg")]));
+    }
+
+    #[test]
+    fn run_takes_the_same_options() {
+        let cli = parse(&["run", "--accel", "tcg", "--option", "cpu=max", "--", "true"]).unwrap();
+        let Command::Run(c) = cli.command else { panic!("parsed as another verb") };
+        let spec = c.box_args.spec(SandboxName::new("microvm").unwrap(), &[]).unwrap();
+        assert_eq!(spec.options, options(&[("accel", "tcg"), ("cpu", "max")]));
     }
 }

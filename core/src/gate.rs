@@ -62,6 +62,14 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
     if !spec.ports.is_empty() && !caps.has(&Feature::PortForward) {
         return refuse("port_forward".into());
     }
+    if let Some(name) = spec.options.keys().find(|name| !caps.options.contains(*name)) {
+        let takes = if caps.options.is_empty() {
+            "no options".to_owned()
+        } else {
+            caps.options.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+        };
+        return refuse(format!("option {name} (it takes {takes})"));
+    }
     Ok(Admitted { limits, network, network_in_force })
 }
 

@@ -4,6 +4,7 @@
 //! stdin/stdout, refuses every call before the handshake, refuses an
 //! incompatible core, and tells the driver when core has gone away.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -68,22 +69,31 @@ pub trait SandboxDriver: Send + Sync + 'static {
 /// A driver's way back to the host beneath it: `host.run` calls into core,
 /// which forwards them to whatever host the placement (for a sandbox) or
 /// the configuration (for a host's inner host) names. It also holds the
-/// configuration core sent in the handshake.
+/// configuration and the state directory core sent in the handshake.
 #[derive(Clone)]
 pub struct HostHandle {
     peer: Arc<OnceLock<Peer>>,
     config: Arc<OnceLock<serde_json::Value>>,
+    state_dir: Arc<OnceLock<Option<PathBuf>>>,
 }
 
 impl HostHandle {
     fn new() -> Self {
-        HostHandle { peer: Arc::new(OnceLock::new()), config: Arc::new(OnceLock::new()) }
+        HostHandle { peer: Arc::new(OnceLock::new()), config: Arc::new(OnceLock::new()), state_dir: Arc::default() }
     }
 
     /// The driver-specific configuration from the handshake (`null` if none).
     pub fn config(&self) -> &serde_json::Value {
         static NULL: serde_json::Value = serde_json::Value::Null;
         self.config.get().unwrap_or(&NULL)
+    }
+
+    /// The directory core gave this driver in the handshake for persistent
+    /// files (caches, runtime files of detached processes), private to this
+    /// store and this driver; `None` when core gave none (or before the
+    /// handshake). Set before `info()` and `capabilities()` are asked for.
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.get().and_then(|d| d.as_deref())
     }
 
     pub async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
@@ -115,8 +125,9 @@ fn parse<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, ErrorObjectOwned
     params.parse::<T>()
 }
 
-/// Answers the handshake. `describe` runs after the configuration is
-/// stored, so a driver's health and declaration may depend on it.
+/// Answers the handshake. `describe` runs after the configuration and the
+/// state directory are stored, so a driver's health and declaration may
+/// depend on them.
 fn handshake<D: ?Sized>(
     state: &State<D>,
     params: &Params<'_>,
@@ -132,6 +143,7 @@ fn handshake<D: ?Sized>(
         .into());
     }
     let _ = state.host.config.set(p.config);
+    let _ = state.host.state_dir.set(p.state_dir);
     let (info, capabilities) = describe();
     state.handshaken.store(true, Ordering::SeqCst);
     Ok(HandshakeResult {
@@ -282,4 +294,71 @@ pub fn run_host_main<D: HostDriver>(driver: D) -> ! {
 /// `main` for a sandbox driver binary.
 pub fn run_sandbox_main<D: SandboxDriver>(driver: D) -> ! {
     main_with(serve_sandbox(driver))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Nothing;
+
+    #[async_trait]
+    impl HostDriver for Nothing {
+        fn info(&self) -> DriverInfo {
+            DriverInfo { name: "nothing".into(), version: "0".into(), health: Health::ok() }
+        }
+        async fn run(&self, _inner: &HostHandle, _params: RunParams) -> Result<ExitStatus, DriverError> {
+            Err(DriverError::unsupported("runs nothing"))
+        }
+        async fn cancel(&self, _exec_id: &str) -> Result<(), DriverError> {
+            Ok(())
+        }
+    }
+
+    fn state() -> State<Nothing> {
+        State {
+            driver: Arc::new(Nothing),
+            role: Role::Host,
+            handshaken: AtomicBool::new(false),
+            host: HostHandle::new(),
+        }
+    }
+
+    /// Answers `params` as the serve loop would, returning what `describe`
+    /// saw of the state directory.
+    fn handshake_seeing(state: &State<Nothing>, params: serde_json::Value) -> Option<PathBuf> {
+        let text = params.to_string();
+        let mut seen = None;
+        handshake(state, &Params::new(Some(&text)), || {
+            seen = state.host.state_dir().map(Path::to_path_buf);
+            (state.driver.info(), None)
+        })
+        .expect("a compatible handshake is answered");
+        seen
+    }
+
+    #[test]
+    fn the_state_dir_is_stored_before_the_driver_describes_itself() {
+        let s = state();
+        assert_eq!(s.host.state_dir(), None, "nothing before the handshake");
+        let seen = handshake_seeing(
+            &s,
+            serde_json::json!({"protocol": version::PROTOCOL_VERSION, "core_version": "0.1.0",
+                               "state_dir": "/store/drivers/nothing"}),
+        );
+        assert_eq!(seen.as_deref(), Some(Path::new("/store/drivers/nothing")));
+        assert_eq!(s.host.state_dir(), Some(Path::new("/store/drivers/nothing")));
+        // Every clone of the handle (each call gets one) sees it.
+        assert_eq!(s.host.clone().state_dir(), Some(Path::new("/store/drivers/nothing")));
+    }
+
+    #[test]
+    fn without_a_state_dir_there_is_none() {
+        let s = state();
+        let seen =
+            handshake_seeing(&s, serde_json::json!({"protocol": version::PROTOCOL_VERSION, "core_version": "0.1.0"}));
+        assert_eq!(seen, None);
+        assert_eq!(s.host.state_dir(), None);
+        assert!(s.handshaken.load(Ordering::SeqCst));
+    }
 }

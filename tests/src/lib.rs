@@ -41,7 +41,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub fn driver_config(extra: &[PathBuf], timeouts: Timeouts) -> DriverConfig {
     let mut search_dirs = extra.to_vec();
     search_dirs.push(bin_dir());
-    DriverConfig { search_dirs, timeouts, hosts: tinybox_core::hosts::local_only() }
+    DriverConfig { search_dirs, timeouts, hosts: tinybox_core::hosts::local_only(), state_dir: None }
 }
 
 /// Short timeouts, so a misbehaving driver fails a test fast.

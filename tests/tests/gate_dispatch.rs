@@ -1,8 +1,9 @@
 //! The capability gate, end to end: with a sandbox that declares nothing,
 //! every gated operation is refused with `Error::Unsupported` before the
 //! driver hears of it — the driver's own log of the calls it received is
-//! the witness. And an exec through passthrough carries argv and streams
-//! byte for byte.
+//! the witness. A box weaker than its sandbox's declaration is recorded as
+//! it is, and refused (and taken down) below a floor. And an exec through
+//! passthrough carries argv and streams byte for byte.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -198,4 +199,97 @@ async fn passthrough_exec_carries_argv_and_streams_byte_for_byte() {
 
     bounded("remove", engine.remove(&info.id)).await.expect("remove");
     bounded("closing the engine", engine.close()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undeclared_option_is_refused() {
+    create_is_refused("option accel (it takes no options)", |s| {
+        s.options.insert("accel".into(), "tcg".into());
+    })
+    .await;
+}
+
+/// `lowers-isolation` declares kernel isolation and the option `accel`, and
+/// makes boxes that say they have less. Its engine keeps a file store in
+/// `store`, so drivers get a state directory there.
+struct Lowering {
+    dir: tempfile::TempDir,
+    store: tempfile::TempDir,
+    engine: Tinybox,
+}
+
+const LOWERING: &str = "lowers-isolation";
+
+impl Lowering {
+    fn new() -> Lowering {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = tempfile::tempdir().expect("store dir");
+        let link = dir.path().join(format!("tinybox-driver-{LOWERING}"));
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_misbehaving-driver"), link).expect("install the driver");
+        let drivers = tinybox_tests::driver_config(&[dir.path().to_path_buf()], tinybox_tests::short_timeouts());
+        let engine = Tinybox::open_with(store.path(), drivers).expect("engine");
+        Lowering { dir, store, engine }
+    }
+
+    fn spec(&self) -> BoxSpec {
+        let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new(LOWERING).unwrap());
+        let mut spec = BoxSpec::new(placement);
+        spec.source = Some(WorkspaceSource::LocalDir { path: self.dir.path().to_path_buf() });
+        spec
+    }
+
+    fn calls(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("calls.log")).unwrap_or_default();
+        log.lines().map(str::to_owned).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_box_weaker_than_its_declaration_records_its_own_isolation() {
+    let s = Lowering::new();
+    let info = bounded("create", s.engine.create(s.spec())).await.expect("create");
+    let ws = info.workspace.as_ref().expect("created");
+    assert_eq!(ws.isolation, IsolationLevel::Process, "the box's own isolation, not the declaration's");
+    assert_eq!(s.engine.get(&info.id).unwrap().workspace.unwrap().isolation, IsolationLevel::Process, "as stored");
+
+    // The option reaches the driver; a claim above the declaration is capped.
+    let mut spec = s.spec();
+    spec.options.insert("accel".into(), "kvm".into());
+    let info = bounded("create with accel=kvm", s.engine.create(spec)).await.expect("create");
+    let ws = info.workspace.as_ref().expect("created");
+    assert_eq!(ws.handle["options"], serde_json::json!({"accel": "kvm"}));
+    assert_eq!(ws.isolation, IsolationLevel::Kernel, "a driver claiming hardware for a kernel sandbox is capped");
+    assert_eq!(info.spec.options.get("accel").map(String::as_str), Some("kvm"), "the spec records the option");
+    bounded("closing the engine", s.engine.close()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floor_above_the_box_s_own_isolation_fails_and_leaves_no_box() {
+    let s = Lowering::new();
+    let mut spec = s.spec();
+    spec.min_isolation = Some(IsolationLevel::Kernel);
+    let err = bounded("create", s.engine.create(spec)).await.expect_err("the box is below the floor");
+    match &err {
+        Error::Unsupported { sandbox, capability } => {
+            assert_eq!(sandbox.as_str(), LOWERING);
+            assert_eq!(capability, "isolation kernel or stronger (this box has process)");
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    assert!(s.engine.list().unwrap().is_empty(), "a box below the floor was kept in the store");
+    bounded("closing the engine", s.engine.close()).await;
+    assert_eq!(s.calls(), ["handshake", "sandbox.create", "sandbox.destroy"], "the weak box was not taken down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_driver_is_handed_a_private_state_dir_in_the_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Lowering::new();
+    let info = bounded("create", s.engine.create(s.spec())).await.expect("create");
+    bounded("closing the engine", s.engine.close()).await;
+    let expected = s.store.path().join("drivers").join(LOWERING);
+    let handle = &info.workspace.as_ref().expect("created").handle;
+    assert_eq!(handle["state_dir"], serde_json::json!(expected), "the state dir the driver's handshake carried");
+    assert!(expected.is_dir());
+    assert_eq!(std::fs::metadata(&expected).unwrap().permissions().mode() & 0o777, 0o700);
 }

@@ -29,6 +29,10 @@ pub struct DriverConfig {
     pub timeouts: Timeouts,
     /// The hosts that can be named, `local` included.
     pub hosts: crate::hosts::HostTable,
+    /// Where drivers keep persistent files: driver `N` is offered `N`
+    /// beneath it in its handshake. `None`: drivers get no state directory.
+    /// `Tinybox::open_with` sets it to `<store>/drivers`.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl DriverConfig {
@@ -38,6 +42,26 @@ impl DriverConfig {
             search_dirs: super::discover::search_dirs_from_env(),
             timeouts: Timeouts::from_env(),
             hosts: crate::hosts::local_only(),
+            state_dir: None,
+        }
+    }
+
+    /// The state directory to offer driver `name`: `<state_dir>/<name>`,
+    /// created (mode 0700, as is any missing parent) if need be. `None` when
+    /// there is no state directory, `name` is not a valid name, or the
+    /// directory cannot be made (a file in the way, say): a driver without
+    /// one still works, so this never fails a spawn.
+    pub fn driver_state_dir(&self, name: &str) -> Option<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = self.state_dir.as_ref()?;
+        tinybox_sdk::model::names::validate_name("driver", name).ok()?;
+        let dir = base.join(name);
+        match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+            Ok(()) => Some(dir),
+            Err(e) => {
+                tracing::warn!("no state directory for driver {name}: cannot create {}: {e}", dir.display());
+                None
+            }
         }
     }
 }
@@ -153,6 +177,7 @@ impl Connection {
         methods: RpcModule<C>,
         timeouts: Timeouts,
         config: serde_json::Value,
+        state_dir: Option<PathBuf>,
     ) -> Result<Connection> {
         let mut child = Command::new(path)
             .stdin(Stdio::piped())
@@ -166,18 +191,19 @@ impl Connection {
         let tail = StderrTail::collect(child.stderr.take().expect("piped"));
         let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
         let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
-        let hello = link.handshake(config).await?;
+        let hello = link.handshake(config, state_dir).await?;
         Ok(Connection { path: path.to_owned(), hello, link })
     }
 }
 
 impl Link {
-    async fn handshake(&self, config: serde_json::Value) -> Result<HandshakeResult> {
+    async fn handshake(&self, config: serde_json::Value, state_dir: Option<PathBuf>) -> Result<HandshakeResult> {
         let params = HandshakeParams {
             protocol: version::protocol_version(),
             core_version: env!("CARGO_PKG_VERSION").to_owned(),
             features: Vec::new(),
             config,
+            state_dir,
         };
         let call = self.peer.call::<_, HandshakeResult>(method::HANDSHAKE, params);
         let hello = match tokio::time::timeout(self.timeouts.handshake, call).await {
@@ -287,5 +313,48 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "unknown exit".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn config(state_dir: Option<PathBuf>) -> DriverConfig {
+        DriverConfig { state_dir, ..DriverConfig::from_env() }
+    }
+
+    #[test]
+    fn each_driver_gets_a_private_directory_of_its_own() {
+        let store = tempfile::tempdir().unwrap();
+        let cfg = config(Some(store.path().join("drivers")));
+        let dir = cfg.driver_state_dir("microvm").expect("a state dir");
+        assert_eq!(dir, store.path().join("drivers").join("microvm"));
+        assert!(dir.is_dir());
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(store.path().join("drivers")).unwrap().permissions().mode() & 0o777, 0o700);
+
+        // Asking again finds it; what a driver left there stays.
+        std::fs::write(dir.join("cache"), b"kept").unwrap();
+        assert_eq!(cfg.driver_state_dir("microvm"), Some(dir.clone()));
+        assert_eq!(std::fs::read(dir.join("cache")).unwrap(), b"kept");
+        assert_eq!(cfg.driver_state_dir("docker"), Some(store.path().join("drivers").join("docker")));
+    }
+
+    #[test]
+    fn no_state_dir_is_offered_rather_than_failing() {
+        assert_eq!(config(None).driver_state_dir("microvm"), None, "none configured");
+
+        let store = tempfile::tempdir().unwrap();
+        let cfg = config(Some(store.path().join("drivers")));
+        assert_eq!(cfg.driver_state_dir(".."), None, "not a name: it would escape");
+        assert_eq!(cfg.driver_state_dir("a/b"), None);
+        assert!(!store.path().join("drivers").join("a").exists());
+
+        // A file where the directory should be.
+        std::fs::write(store.path().join("drivers"), b"in the way").unwrap();
+        assert_eq!(cfg.driver_state_dir("microvm"), None);
     }
 }

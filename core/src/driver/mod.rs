@@ -332,7 +332,8 @@ pub async fn spawn_checked<C: Send + Sync + 'static>(
 ) -> Result<Connection> {
     let path = discover::find(&config.search_dirs, name)
         .ok_or_else(|| Error::DriverNotFound { name: name.to_owned(), searched: config.search_dirs.clone() })?;
-    let conn = Connection::spawn(name, &path, methods, config.timeouts, driver_config).await?;
+    let state_dir = config.driver_state_dir(name);
+    let conn = Connection::spawn(name, &path, methods, config.timeouts, driver_config, state_dir).await?;
     check_hello(name, role, &conn).await?;
     Ok(conn)
 }
@@ -372,4 +373,66 @@ pub fn hello_problem(name: &str, role: Option<Role>, hello: &HandshakeResult) ->
         };
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// Installs `tinybox-driver-<name>` in `dir`: a host driver in sh that
+    /// saves core's first message to `<dir>/handshake.json`, answers it,
+    /// and waits for end of file.
+    fn install_recording_host(dir: &std::path::Path, name: &str) {
+        let answer = serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": {
+            "name": name, "version": "0", "protocol": tinybox_sdk::protocol::PROTOCOL_VERSION,
+            "role": "host", "health": {"ok": true}}});
+        let script = format!(
+            "#!/bin/sh\nIFS= read -r line\nprintf '%s\\n' \"$line\" > '{}'\nprintf '%s\\n' '{answer}'\ncat > /dev/null\n",
+            dir.join("handshake.json").display()
+        );
+        let path = dir.join(format!("{}{name}", discover::PREFIX));
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn handshake_params(dir: &std::path::Path) -> tinybox_sdk::protocol::HandshakeParams {
+        let line = std::fs::read_to_string(dir.join("handshake.json")).unwrap();
+        let msg: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(msg["method"], method::HANDSHAKE);
+        serde_json::from_value(msg["params"].clone()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_driver_is_sent_its_state_dir_made_before_the_handshake() {
+        let bin = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
+        install_recording_host(bin.path(), "recorder");
+        let config = DriverConfig {
+            search_dirs: vec![bin.path().to_path_buf()],
+            state_dir: Some(store.path().join("drivers")),
+            ..DriverConfig::from_env()
+        };
+        let conn =
+            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null).await.unwrap();
+        conn.close().await;
+        let expected = store.path().join("drivers").join("recorder");
+        assert_eq!(handshake_params(bin.path()).state_dir, Some(expected.clone()));
+        assert!(expected.is_dir());
+        assert_eq!(std::fs::metadata(&expected).unwrap().permissions().mode() & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn without_a_state_dir_the_handshake_names_none() {
+        let bin = tempfile::tempdir().unwrap();
+        install_recording_host(bin.path(), "recorder");
+        let config = DriverConfig { search_dirs: vec![bin.path().to_path_buf()], ..DriverConfig::from_env() };
+        let conn =
+            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null).await.unwrap();
+        conn.close().await;
+        assert_eq!(handshake_params(bin.path()).state_dir, None);
+        let line = std::fs::read_to_string(bin.path().join("handshake.json")).unwrap();
+        assert!(!line.contains("state_dir"), "an absent state dir is left out: {line}");
+    }
 }

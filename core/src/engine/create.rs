@@ -1,7 +1,7 @@
 //! Creating a box: validate, gate, reserve an identifier, ask the driver,
 //! record. A failure at any step leaves the store as it was.
 
-use tinybox_sdk::model::{BoxId, TemplateName, WorkspaceSource};
+use tinybox_sdk::model::{BoxId, IsolationLevel, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, CreateParams};
 
 use super::Tinybox;
@@ -103,14 +103,49 @@ pub(super) async fn make_instance(
             network: admitted.network,
             ports: spec.ports.clone(),
             env: spec.env.clone(),
+            options: spec.options.clone(),
         })
         .await?;
+    let isolation = box_isolation(created.isolation, caps.isolation);
+    if let Some(floor) = spec.min_isolation
+        && isolation < floor
+    {
+        // The declaration passed the gate, but this box is weaker: it must
+        // not be used. Best effort, the same link takes it down again.
+        let _ = link.destroy(BoxRef { box_id: id.clone(), handle: created.handle }).await;
+        return Err(Error::unsupported(
+            &placement.sandbox,
+            format!("isolation {floor} or stronger (this box has {isolation})"),
+        ));
+    }
     Ok(Instance {
         placement: placement.clone(),
         handle: created.handle,
-        isolation: caps.isolation,
+        isolation,
         limits: admitted.limits,
         network: admitted.network_in_force,
         workdir: created.workdir,
     })
+}
+
+/// The isolation one box has: what its driver says of it, never more than
+/// the sandbox declared (a driver claiming more for one box is capped), and
+/// the declaration when the driver says nothing.
+pub(crate) fn box_isolation(reported: Option<IsolationLevel>, declared: IsolationLevel) -> IsolationLevel {
+    reported.map(|i| i.min(declared)).unwrap_or(declared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_box_has_its_own_isolation_but_never_more_than_declared() {
+        use IsolationLevel as L;
+        assert_eq!(box_isolation(None, L::Hardware), L::Hardware, "silence means the declaration");
+        assert_eq!(box_isolation(Some(L::Process), L::Hardware), L::Process, "lowered for this box");
+        assert_eq!(box_isolation(Some(L::Hardware), L::Hardware), L::Hardware);
+        assert_eq!(box_isolation(Some(L::Hardware), L::Kernel), L::Kernel, "a claim above the declaration is capped");
+        assert_eq!(box_isolation(Some(L::None), L::Kernel), L::None);
+    }
 }

@@ -46,6 +46,8 @@ impl Tinybox {
         let timeouts = self.drivers.config().timeouts;
         let mut set = tokio::task::JoinSet::new();
         for (name, path) in discover::installed(&self.drivers.config().search_dirs) {
+            // The same directory it gets in use, as its declaration may depend on it.
+            let state_dir = self.drivers.config().driver_state_dir(&name);
             set.spawn(async move {
                 let mut report = DriverReport {
                     name: name.clone(),
@@ -57,9 +59,8 @@ impl Tinybox {
                     capabilities: None,
                     error: None,
                 };
-                match Connection::spawn(&name, &path, jsonrpsee::RpcModule::new(()), timeouts, serde_json::Value::Null)
-                    .await
-                {
+                let methods = jsonrpsee::RpcModule::new(());
+                match Connection::spawn(&name, &path, methods, timeouts, serde_json::Value::Null, state_dir).await {
                     Ok(conn) => {
                         let h = &conn.hello;
                         report.role = Some(h.role);

@@ -30,6 +30,9 @@ use crate::error::{Error, Result};
 use crate::model::{BoxInfo, Instance, PASSTHROUGH, Phase};
 use crate::store::{FileStore, Store, StoreError, TemplateStore};
 
+/// The directory in a store holding each driver's state directory.
+pub const DRIVER_STATE_DIR: &str = "drivers";
+
 /// The engine: a store, a clock, and the drivers started so far.
 pub struct Tinybox {
     store: Arc<dyn Store>,
@@ -58,11 +61,15 @@ impl Tinybox {
     }
 
     /// The engine over the file store in `store_dir`, with `drivers`' search
-    /// directories and timeouts; the hosts come from the store's hosts file.
+    /// directories and timeouts; the hosts come from the store's hosts file,
+    /// and drivers keep their state in `<store_dir>/drivers/<name>`.
     pub fn open_with(store_dir: &Path, mut drivers: DriverConfig) -> Result<Tinybox> {
         let store = Arc::new(FileStore::open(store_dir)?);
         let templates = TemplateStore::open(store_dir)?;
         drivers.hosts = crate::hosts::HostStore::open(store_dir)?.table()?;
+        // Absolute, as the protocol promises drivers, even for `--store rel/dir`.
+        let state_dir = store_dir.join(DRIVER_STATE_DIR);
+        drivers.state_dir = Some(std::path::absolute(&state_dir).unwrap_or(state_dir));
         Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), drivers)
     }
 
@@ -181,4 +188,20 @@ fn preference(name: &str) -> (u8, std::cmp::Reverse<String>) {
         _ => 0,
     };
     (rank, std::cmp::Reverse(name.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drivers_of_a_file_store_keep_their_state_beside_it() {
+        let store = tempfile::tempdir().unwrap();
+        let engine = Tinybox::open_with(store.path(), DriverConfig::from_env()).unwrap();
+        assert_eq!(engine.drivers.config().state_dir, Some(store.path().join("drivers")));
+        assert_eq!(
+            engine.drivers.config().driver_state_dir("microvm"),
+            Some(store.path().join(DRIVER_STATE_DIR).join("microvm"))
+        );
+    }
 }

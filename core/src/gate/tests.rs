@@ -31,6 +31,7 @@ fn full() -> SandboxCapabilities {
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
+        options: BTreeSet::new(),
     }
 }
 
@@ -129,4 +130,36 @@ fn the_floor_admits_equal_or_stronger() {
     assert!(admit_create(&name(), &caps, &s).is_ok());
     caps.isolation = IsolationLevel::Process;
     assert!(admit_create(&name(), &caps, &s).is_err());
+}
+
+#[test]
+fn an_option_the_sandbox_did_not_declare_is_refused() {
+    let mut s = spec();
+    s.options.insert("accel".into(), "tcg".into());
+    assert_eq!(
+        unsupported(admit_create(&name(), &SandboxCapabilities::nothing(), &s)),
+        "option accel (it takes no options)"
+    );
+
+    let mut caps = full();
+    caps.options = ["cpu_model".to_owned(), "machine".to_owned()].into();
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "option accel (it takes cpu_model, machine)");
+    let err = admit_create(&name(), &caps, &s).unwrap_err().to_string();
+    assert_eq!(err, "sandbox thing does not support option accel (it takes cpu_model, machine)");
+}
+
+#[test]
+fn declared_options_pass_and_values_are_the_drivers_to_check() {
+    let mut caps = full();
+    caps.options = ["accel".to_owned()].into();
+    let mut s = spec();
+    assert!(admit_create(&name(), &caps, &s).is_ok(), "no options asked, none needed");
+    s.options.insert("accel".into(), "tcg".into());
+    assert!(admit_create(&name(), &caps, &s).is_ok());
+    s.options.insert("accel".into(), "anything".into());
+    assert!(admit_create(&name(), &caps, &s).is_ok(), "core does not judge values");
+
+    // Every name must be declared, not just one of them.
+    s.options.insert("turbo".into(), "yes".into());
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "option turbo (it takes accel)");
 }

@@ -27,7 +27,8 @@ pub struct Instance {
     /// The driver's own record, handed back on every call.
     #[serde(default)]
     pub handle: serde_json::Value,
-    /// The isolation the sandbox declared when the box was made.
+    /// The isolation this box has: what the sandbox declared when the box
+    /// was made, or less when its driver said this box is weaker.
     pub isolation: IsolationLevel,
     /// The limits actually in force (only those the sandbox enforces).
     #[serde(default)]

@@ -106,6 +106,11 @@ pub struct BoxSpec {
     /// Separates this store's boxes from another's on a shared daemon.
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// Driver-specific create options for the workspace's sandbox (microvm's
+    /// `accel`, say). The gate refuses a name the sandbox did not declare;
+    /// the values are the driver's to check. A separate runner gets none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
 }
 
 pub fn default_namespace() -> String {
@@ -126,6 +131,7 @@ impl BoxSpec {
             env: BTreeMap::new(),
             min_isolation: None,
             namespace: default_namespace(),
+            options: BTreeMap::new(),
         }
     }
 

@@ -72,7 +72,18 @@ fn a_record_from_an_older_build_loads() {
     assert_eq!(info.created_at, None);
     assert_eq!(info.phase, Phase::Created);
     assert!(info.spec.ports.is_empty());
+    assert!(info.spec.options.is_empty());
     assert!(!info.is_expired(u64::MAX));
+}
+
+#[test]
+fn options_are_recorded_only_when_there_are_some() {
+    let mut s = spec();
+    assert!(serde_json::to_value(&s).unwrap().get("options").is_none());
+    s.options.insert("accel".into(), "tcg".into());
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["options"], serde_json::json!({"accel": "tcg"}));
+    assert_eq!(serde_json::from_value::<BoxSpec>(json).unwrap(), s);
 }
 
 #[test]

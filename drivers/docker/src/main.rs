@@ -42,6 +42,7 @@ fn capabilities() -> SandboxCapabilities {
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
+        options: Default::default(),
     }
 }
 

@@ -129,7 +129,7 @@ impl Docker {
             unpublished,
         };
         let handle = serde_json::to_value(&handle).map_err(|e| DriverError::failed(e.to_string()))?;
-        Ok(CreateResult { handle, workdir })
+        Ok(CreateResult { handle, workdir, isolation: None })
     }
 
     /// Removes what a failed `docker run` left (it creates the container

@@ -78,6 +78,7 @@ fn params(source: Option<WorkspaceSource>, network: NetworkPolicy, ports: Vec<Po
         network: Some(network),
         ports,
         env: Default::default(),
+        options: Default::default(),
     }
 }
 

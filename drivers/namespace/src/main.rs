@@ -94,6 +94,7 @@ impl SandboxDriver for Namespace {
             limits: Default::default(),
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
+            options: Default::default(),
         }
     }
 
@@ -157,7 +158,7 @@ impl SandboxDriver for Namespace {
             }
         };
         let handle = Handle { workspace, owned: given.is_none(), egress };
-        Ok(CreateResult { handle: handle.json(), workdir: Some(bwrap::WORKSPACE.into()) })
+        Ok(CreateResult { handle: handle.json(), workdir: Some(bwrap::WORKSPACE.into()), isolation: None })
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {

@@ -101,6 +101,11 @@ pub struct SandboxCapabilities {
     /// source is always allowed to be refused by the driver itself.
     #[serde(default)]
     pub sources: BTreeSet<SourceKind>,
+    /// The names of the driver-specific create options the sandbox
+    /// understands (microvm's `accel`, say). Core refuses a create naming any
+    /// other; the values are the driver's to check.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub options: BTreeSet<String>,
 }
 
 impl SandboxCapabilities {
@@ -113,6 +118,7 @@ impl SandboxCapabilities {
             limits: BTreeSet::new(),
             network_deny: false,
             sources: BTreeSet::new(),
+            options: BTreeSet::new(),
         }
     }
 
@@ -168,6 +174,22 @@ mod tests {
         let f: BTreeSet<Feature> = serde_json::from_str(r#"["fork","teleport"]"#).unwrap();
         assert!(f.contains(&Feature::Fork));
         assert!(f.contains(&Feature::Unknown("teleport".into())));
+    }
+
+    #[test]
+    fn options_are_declared_only_when_there_are_some() {
+        let mut caps = SandboxCapabilities::nothing();
+        let json = serde_json::to_value(&caps).unwrap();
+        assert!(json.get("options").is_none(), "{json}");
+
+        caps.options.insert("accel".into());
+        let json = serde_json::to_value(&caps).unwrap();
+        assert_eq!(json["options"], serde_json::json!(["accel"]));
+        assert_eq!(serde_json::from_value::<SandboxCapabilities>(json).unwrap(), caps);
+
+        // An older driver's declaration has none.
+        let old: SandboxCapabilities = serde_json::from_str(r#"{"isolation":"kernel","snapshot":"none"}"#).unwrap();
+        assert!(old.options.is_empty());
     }
 
     #[test]

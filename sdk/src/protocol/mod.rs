@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    BoxId, ExecRequest, ExitStatus, NetworkPolicy, PortMapping, Resources, SandboxCapabilities, SnapshotId,
-    WorkspaceSource,
+    BoxId, ExecRequest, ExitStatus, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxCapabilities,
+    SnapshotId, WorkspaceSource,
 };
 
 pub use errors::{DriverError, ErrorCode};
@@ -62,6 +62,12 @@ pub struct HandshakeParams {
     /// `null` when there is none.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub config: serde_json::Value,
+    /// A directory the driver may keep persistent files in (caches, the
+    /// runtime files of processes it detaches), private to this store and
+    /// this driver. Core creates it (mode 0700) before the handshake; absent
+    /// when core has none to offer, and then the driver keeps no such files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Whether a driver can do its work on this machine, and if not, why.
@@ -155,6 +161,11 @@ pub struct CreateParams {
     /// Environment every command in the box starts with.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Driver-specific create options (microvm's `accel`, say). Core sends
+    /// only names the sandbox declared in `SandboxCapabilities::options`;
+    /// the values are the driver's to check.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on
@@ -166,6 +177,11 @@ pub struct CreateResult {
     /// The working directory commands start in, when the box has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// The isolation this particular box has, when it is lower than the
+    /// sandbox's declaration (a microVM under emulation, say). Absent: the
+    /// declaration's. Core never records more than the declaration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationLevel>,
 }
 
 /// Names an existing box to its driver.
@@ -223,4 +239,61 @@ pub struct InspectResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SnapshotResult {
     pub id: SnapshotId,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handshake_carries_a_state_dir_only_when_there_is_one() {
+        let mut p = HandshakeParams {
+            protocol: protocol_version(),
+            core_version: "0.1.0".into(),
+            features: Vec::new(),
+            config: serde_json::Value::Null,
+            state_dir: None,
+        };
+        let json = serde_json::to_value(&p).unwrap();
+        assert!(json.get("state_dir").is_none(), "{json}");
+
+        p.state_dir = Some("/home/me/.local/state/tinybox/drivers/microvm".into());
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["state_dir"], "/home/me/.local/state/tinybox/drivers/microvm");
+        let back: HandshakeParams = serde_json::from_value(json).unwrap();
+        assert_eq!(back.state_dir, p.state_dir);
+
+        // An older core sends none; null reads as none.
+        let old: HandshakeParams = serde_json::from_str(r#"{"protocol":"0.1.0","core_version":"0.1.0"}"#).unwrap();
+        assert_eq!(old.state_dir, None);
+        let null: HandshakeParams =
+            serde_json::from_str(r#"{"protocol":"0.1.0","core_version":"0.1.0","state_dir":null}"#).unwrap();
+        assert_eq!(null.state_dir, None);
+    }
+
+    #[test]
+    fn create_options_are_sent_only_when_there_are_some() {
+        let json = r#"{"box_id":"box-0","namespace":"default"}"#;
+        let mut p: CreateParams = serde_json::from_str(json).unwrap();
+        assert!(p.options.is_empty());
+        assert!(serde_json::to_value(&p).unwrap().get("options").is_none());
+
+        p.options.insert("accel".into(), "tcg".into());
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["options"], serde_json::json!({"accel": "tcg"}));
+        let back: CreateParams = serde_json::from_value(json).unwrap();
+        assert_eq!(back.options.get("accel").map(String::as_str), Some("tcg"));
+    }
+
+    #[test]
+    fn a_create_result_names_its_own_isolation_only_when_it_differs() {
+        let plain: CreateResult = serde_json::from_str(r#"{"handle":{"vm":1}}"#).unwrap();
+        assert_eq!(plain.isolation, None);
+        assert!(serde_json::to_value(&plain).unwrap().get("isolation").is_none());
+
+        let lowered: CreateResult = serde_json::from_str(r#"{"handle":null,"isolation":"process"}"#).unwrap();
+        assert_eq!(lowered.isolation, Some(IsolationLevel::Process));
+        assert_eq!(serde_json::to_value(&lowered).unwrap()["isolation"], "process");
+        assert!(serde_json::from_str::<CreateResult>(r#"{"isolation":"total"}"#).is_err(), "isolation is closed");
+    }
 }

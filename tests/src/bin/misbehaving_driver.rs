@@ -7,7 +7,8 @@
 //! - [`raw`]: modes that fail before or instead of a proper handshake, so
 //!   they speak (or refuse to speak) JSON-RPC by hand.
 //! - [`scripted`]: modes built on the SDK's serve loop that handshake
-//!   properly and then misbehave, or declare something core must refuse.
+//!   properly and then misbehave, or declare something core must refuse
+//!   (or, `lowers-isolation`, cap).
 //! - [`relay`] and [`via`]: honest drivers — a sandbox that reaches its host
 //!   only through the reverse `host.run` call, and a host that runs
 //!   everything on its inner host.
@@ -72,6 +73,7 @@ fn main() {
         "hangs-mid-exec" => scripted::hangs_mid_exec(me),
         "declares-nothing" => scripted::declares_nothing(me),
         "liar" => scripted::liar(me),
+        "lowers-isolation" => scripted::lowers_isolation(me),
         "wrong-role" => scripted::wrong_role(me),
         "wrong-name" => scripted::wrong_name(me),
         "unhealthy" => scripted::unhealthy(me),

@@ -26,6 +26,7 @@ pub fn honest_capabilities() -> SandboxCapabilities {
         limits: BTreeSet::new(),
         network_deny: false,
         sources: [SourceKind::LocalDir].into(),
+        options: Default::default(),
     }
 }
 
@@ -61,6 +62,9 @@ struct Script {
     on_exec: Step,
     /// Where each method received is appended as a line, when recording.
     log: Option<PathBuf>,
+    /// Makes boxes weaker than declared, as a microVM under emulation is
+    /// (see [`lowers_isolation`]).
+    lowers_isolation: bool,
 }
 
 impl Script {
@@ -72,6 +76,7 @@ impl Script {
             on_create: Step::Answer,
             on_exec: Step::Answer,
             log: None,
+            lowers_isolation: false,
         }
     }
 
@@ -100,14 +105,24 @@ impl SandboxDriver for Script {
         self.capabilities.clone()
     }
 
-    async fn create(&self, _host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
+    async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
         self.record(method::SANDBOX_CREATE);
         self.on_create.take().await;
-        let workdir = match params.source {
+        let workdir = match &params.source {
             Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
             _ => None,
         };
-        Ok(CreateResult { handle: serde_json::json!({ "box": params.box_id.to_string() }), workdir })
+        let mut handle = serde_json::json!({ "box": params.box_id.to_string() });
+        let mut isolation = None;
+        if self.lowers_isolation {
+            // `accel=kvm` claims more than was declared, which core must cap.
+            let accel = params.options.get("accel").map(String::as_str);
+            isolation = Some(if accel == Some("kvm") { IsolationLevel::Hardware } else { IsolationLevel::Process });
+            // What arrived, for the tests to see.
+            handle["options"] = serde_json::json!(params.options);
+            handle["state_dir"] = serde_json::json!(host.state_dir());
+        }
+        Ok(CreateResult { handle, workdir, isolation })
     }
 
     async fn exec(&self, _host: &HostHandle, _params: ExecParams) -> Result<ExitStatus, DriverError> {
@@ -169,6 +184,22 @@ pub fn declares_nothing(me: Invocation) -> ! {
     let mut capabilities = SandboxCapabilities::nothing();
     capabilities.sources.insert(SourceKind::LocalDir);
     Script { capabilities, log: Some(log), ..Script::new(&me) }.serve()
+}
+
+/// `lowers-isolation`: declares kernel isolation and one create option,
+/// `accel`, like a microVM that can fall back to emulation. Every box it
+/// makes says it has only process isolation, except with `accel=kvm`, when
+/// it claims hardware: more than it declared. Each box's handle echoes the
+/// options and the state directory it received. Records every call in
+/// `calls.log` beside its symlink.
+pub fn lowers_isolation(me: Invocation) -> ! {
+    let capabilities = SandboxCapabilities {
+        isolation: IsolationLevel::Kernel,
+        options: ["accel".to_owned()].into(),
+        ..honest_capabilities()
+    };
+    let log = me.dir.join("calls.log");
+    Script { capabilities, log: Some(log), lowers_isolation: true, ..Script::new(&me) }.serve()
 }
 
 /// `liar`: declares resource_limits but lists no limit it enforces.
