@@ -48,6 +48,10 @@ pub trait HostDriver: Send + Sync + 'static {
 /// through the [`HostHandle`], so it composes with any host.
 #[async_trait]
 pub trait SandboxDriver: Send + Sync + 'static {
+    /// Called once in the handshake, before `info` and `capabilities`,
+    /// with the handle whose `config()` and `state_dir()` are now set: a
+    /// driver whose health or declaration depends on them keeps it here.
+    fn configure(&self, _host: &HostHandle) {}
     fn info(&self) -> DriverInfo;
     /// The declaration core enforces. Declare only what you really deliver.
     fn capabilities(&self) -> SandboxCapabilities;
@@ -202,7 +206,10 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
     let mut module = RpcModule::new(state);
     module
         .register_method(method::HANDSHAKE, |params, s, _| {
-            handshake(s, &params, || (s.driver.info(), Some(s.driver.capabilities())))
+            handshake(s, &params, || {
+                s.driver.configure(&s.host);
+                (s.driver.info(), Some(s.driver.capabilities()))
+            })
         })
         .expect("unique method");
     module

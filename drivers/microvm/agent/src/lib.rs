@@ -1,0 +1,9 @@
+//! The guest agent of the microvm sandbox, and the wire both sides speak.
+//!
+//! The agent is `/sbin/tinybox-microvm-agent` in the initramfs the driver
+//! builds. It serves each `tinybox.N` virtio-serial port on a thread of its
+//! own; one connection to a port is one session, and a session runs at most
+//! one command. The wire is in [`wire`], shared with the driver so the two
+//! cannot drift.
+
+pub mod wire;

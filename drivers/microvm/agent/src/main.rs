@@ -1,0 +1,405 @@
+//! `tinybox-microvm-agent`: the guest side of the microvm sandbox.
+//!
+//! Started by the initramfs's `/init` once the devices are up. It serves
+//! every `tinybox.N` virtio-serial port on a thread of its own (see
+//! [`tinybox_microvm_agent::wire`] for the sessions), and runs each command
+//! in a cgroup of its own under `/sys/fs/cgroup/box`, where the box's pids
+//! cap applies: when the command ends, or its host goes away, everything it
+//! started is killed with the cgroup.
+//!
+//! `tinybox-microvm-agent --enter CGROUP -- ARGV...` is the agent's own
+//! helper: it moves itself into CGROUP and becomes ARGV, so a command is
+//! inside its cgroup before its first instruction.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+use rustix::process::{Pid, Signal, kill_process_group};
+use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind};
+
+/// The cgroup every command's own cgroup lives under; the pids cap is here.
+const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
+
+static NEXT_EXEC: AtomicU64 = AtomicU64::new(0);
+
+fn log(msg: std::fmt::Arguments<'_>) {
+    eprintln!("tinybox-agent: {msg}");
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("--version") => {
+            println!("tinybox-microvm-agent {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
+        Some(other) => {
+            log(format_args!("unknown argument {other:?}"));
+            ExitCode::from(2)
+        }
+        None => serve(),
+    }
+}
+
+/// Joins `cgroup`, then becomes `argv` (only returns if that fails).
+fn enter(cgroup: &str, argv: &[String]) -> ExitCode {
+    if let Err(e) = std::fs::write(Path::new(cgroup).join("cgroup.procs"), "0") {
+        eprintln!("tinybox: cannot enter cgroup {cgroup}: {e}");
+        return ExitCode::from(125);
+    }
+    let err = Command::new(&argv[0]).args(&argv[1..]).exec();
+    eprintln!("tinybox: cannot run {}: {err}", argv[0]);
+    ExitCode::from(if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 })
+}
+
+/// The ports to serve: (device node, is it the health-check port).
+fn find_ports() -> Vec<(PathBuf, bool)> {
+    let mut ports = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/sys/class/virtio-ports") else { return ports };
+    for entry in entries.flatten() {
+        let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
+        if let Some(n) = name.trim().strip_prefix(wire::PORT_PREFIX) {
+            ports.push((Path::new("/dev").join(entry.file_name()), n == "0"));
+        }
+    }
+    ports
+}
+
+fn serve() -> ExitCode {
+    let expected: usize = std::env::var("tb_ports").ok().and_then(|v| v.parse().ok()).unwrap_or(wire::EXEC_PORTS + 1);
+    // The ports appear as the host's control messages arrive after the
+    // module loads; wait for all of them (bounded) rather than serve a few.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut ports = find_ports();
+    while ports.len() < expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+        ports = find_ports();
+    }
+    if ports.is_empty() {
+        log(format_args!("no tinybox.N virtio-serial ports appeared"));
+        return ExitCode::FAILURE;
+    }
+    let threads: Vec<_> = ports
+        .into_iter()
+        .map(|(dev, control)| {
+            std::thread::spawn(move || {
+                if let Err(e) = serve_port(&dev, control) {
+                    log(format_args!("{}: {e}", dev.display()));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    ExitCode::FAILURE
+}
+
+fn set_nonblocking(file: &File, on: bool) -> io::Result<()> {
+    let flags = fcntl_getfl(file)?;
+    fcntl_setfl(file, if on { flags | OFlags::NONBLOCK } else { flags - OFlags::NONBLOCK })?;
+    Ok(())
+}
+
+/// Waits until `file` is ready for `events`; whether the host has gone.
+fn wait_for(file: &File, events: PollFlags) -> io::Result<bool> {
+    loop {
+        let mut fds = [PollFd::new(file, events)];
+        match poll(&mut fds, None) {
+            Ok(_) => {
+                let r = fds[0].revents();
+                return Ok(r.contains(PollFlags::HUP) && !r.intersects(events));
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// One port's end of a session, over a non-blocking descriptor: reads
+/// wait for data and end (0) when the host disconnects; writes wait for
+/// room and fail when the host has gone.
+#[derive(Clone)]
+struct Port {
+    file: Arc<File>,
+    /// One frame at a time from the command's two output streams.
+    writing: Arc<Mutex<()>>,
+}
+
+impl Read for &Port {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match (&*self.file).read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_for(&self.file, PollFlags::IN)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => return other,
+            }
+        }
+    }
+}
+
+impl Port {
+    fn send(&self, kind: Kind, payload: &[u8]) -> io::Result<()> {
+        let frame = wire::encode(kind, payload);
+        let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rest = &frame[..];
+        while !rest.is_empty() {
+            match (&*self.file).write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if wait_for(&self.file, PollFlags::OUT)? {
+                        return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the host went away"));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn hello() -> Hello {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let mem_total_kib = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let mut interfaces: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n != "lo").collect())
+        .unwrap_or_default();
+    interfaces.sort();
+    Hello {
+        agent: env!("CARGO_PKG_VERSION").into(),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
+        cpus: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        mem_total_kib,
+        pids_max: read(&format!("{BOX_CGROUP}/pids.max")).trim().parse().ok(),
+        interfaces,
+    }
+}
+
+fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
+    let file = Arc::new(std::fs::OpenOptions::new().read(true).write(true).open(dev)?);
+    loop {
+        // Blocks until a host connects: the hello opens every session.
+        set_nonblocking(&file, false)?;
+        if let Err(e) = wire::write_frame(&mut &*file, Kind::Hello, &serde_json::to_vec(&hello())?) {
+            log(format_args!("{}: hello: {e}", dev.display()));
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        set_nonblocking(&file, true)?;
+        let port = Port { file: file.clone(), writing: Arc::new(Mutex::new(())) };
+        if control {
+            drain(&port);
+        } else if let Err(e) = session(&port) {
+            log(format_args!("{}: {e}", dev.display()));
+            drain(&port);
+        }
+    }
+}
+
+/// Reads and drops whatever the host sends until it disconnects.
+fn drain(port: &Port) {
+    let mut buf = [0u8; 4096];
+    while matches!((&*port).read(&mut buf), Ok(n) if n > 0) {}
+}
+
+/// What ends a running command's session.
+enum Event {
+    Exited(std::process::ExitStatus),
+    HostGone,
+}
+
+fn session(port: &Port) -> io::Result<()> {
+    let mut reader = port;
+    let exec: Exec = match wire::read_frame(&mut reader)? {
+        None => return Ok(()),
+        Some((Kind::Exec, payload)) => wire::decode(Kind::Exec, &payload)?,
+        Some((kind, _)) => {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("expected an exec frame, got {kind:?}")));
+        }
+    };
+    if exec.argv.is_empty() {
+        port.send(Kind::Stderr, b"tinybox: an empty argument vector cannot run\n")?;
+        port.send(Kind::Exit, &serde_json::to_vec(&Exit { code: Some(127), signal: None })?)?;
+        drain(port);
+        return Ok(());
+    }
+    let group = Group::new();
+    let mut cmd = match &group.cgroup {
+        Some(cg) => {
+            let mut c = Command::new("/proc/self/exe");
+            c.arg("--enter").arg(cg).arg("--").args(&exec.argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&exec.argv[0]);
+            c.args(&exec.argv[1..]);
+            c
+        }
+    };
+    cmd.env_clear()
+        .envs(exec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&exec.cwd)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            let msg = format!("tinybox: cannot run {} in {}: {e}\n", exec.argv[0], exec.cwd);
+            port.send(Kind::Stderr, msg.as_bytes())?;
+            port.send(Kind::Exit, &serde_json::to_vec(&Exit { code: Some(127), signal: None })?)?;
+            drain(port);
+            return Ok(());
+        }
+    };
+    let pid = Pid::from_child(&child);
+    let (events, ended) = mpsc::channel::<Event>();
+
+    // stdin: its own thread, so a command that does not read never stops
+    // this session from seeing signals or the host leaving.
+    let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+    let mut stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        for chunk in stdin_rx {
+            let Some(w) = stdin.as_mut() else { continue };
+            if chunk.is_empty() || w.write_all(&chunk).is_err() {
+                stdin = None;
+            }
+        }
+    });
+    let pump = |mut r: Box<dyn Read + Send>, kind: Kind| {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; wire::CHUNK];
+            let mut host_here = true;
+            loop {
+                match r.read(&mut buf) {
+                    Ok(0) => break,
+                    // Once the host is gone, keep draining so the command never blocks on a full pipe.
+                    Ok(n) if host_here => host_here = port.send(kind, &buf[..n]).is_ok(),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        })
+    };
+    let out = pump(Box::new(child.stdout.take().expect("piped")), Kind::Stdout);
+    let err = pump(Box::new(child.stderr.take().expect("piped")), Kind::Stderr);
+    {
+        let events = events.clone();
+        std::thread::spawn(move || {
+            if let Ok(status) = child.wait() {
+                let _ = events.send(Event::Exited(status));
+            }
+        });
+    }
+    {
+        let port = port.clone();
+        let group = group.clone();
+        std::thread::spawn(move || {
+            let mut reader = &port;
+            loop {
+                match wire::read_frame(&mut reader) {
+                    Ok(Some((Kind::Stdin, data))) => {
+                        let _ = stdin_tx.send(data);
+                    }
+                    Ok(Some((Kind::Signal, payload))) => {
+                        if let Ok(s) = wire::decode::<wire::Signal>(Kind::Signal, &payload) {
+                            group.signal(pid, s.signal);
+                        }
+                    }
+                    Ok(Some((kind, _))) => log(format_args!("unexpected {kind:?} frame during a command")),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            let _ = events.send(Event::HostGone);
+        });
+    }
+    match ended.recv().expect("the waiter or the reader reports") {
+        Event::Exited(status) => {
+            // Whatever the command left running ends with it.
+            group.kill(pid);
+            let _ = out.join();
+            let _ = err.join();
+            let exit = Exit { code: status.code(), signal: status.signal() };
+            port.send(Kind::Exit, &serde_json::to_vec(&exit)?)?;
+            // The host closes after the exit; wait for that.
+            while let Ok(Event::Exited(_)) = ended.recv() {}
+        }
+        Event::HostGone => {
+            group.kill(pid);
+            while let Ok(Event::HostGone) = ended.recv() {}
+            let _ = out.join();
+            let _ = err.join();
+        }
+    }
+    group.remove();
+    Ok(())
+}
+
+/// The processes of one command: its cgroup when the guest has one, else
+/// its process group.
+#[derive(Clone)]
+struct Group {
+    cgroup: Option<PathBuf>,
+}
+
+impl Group {
+    fn new() -> Group {
+        if !Path::new(BOX_CGROUP).join("cgroup.procs").is_file() {
+            return Group { cgroup: None };
+        }
+        let dir = Path::new(BOX_CGROUP).join(format!("exec-{}", NEXT_EXEC.fetch_add(1, Ordering::Relaxed)));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => Group { cgroup: Some(dir) },
+            Err(e) => {
+                log(format_args!("cannot make {}: {e}; the command runs without a cgroup of its own", dir.display()));
+                Group { cgroup: None }
+            }
+        }
+    }
+
+    fn signal(&self, pid: Pid, signal: i32) {
+        if signal == 9 {
+            return self.kill(pid);
+        }
+        if let Some(sig) = Signal::from_named_raw(signal) {
+            let _ = kill_process_group(pid, sig);
+        }
+    }
+
+    fn kill(&self, pid: Pid) {
+        let _ = kill_process_group(pid, Signal::KILL);
+        if let Some(cg) = &self.cgroup {
+            let _ = std::fs::write(cg.join("cgroup.kill"), "1");
+        }
+    }
+
+    fn remove(&self) {
+        if let Some(cg) = &self.cgroup {
+            // Killed processes leave the cgroup once init has reaped them.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while std::fs::remove_dir(cg).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+}

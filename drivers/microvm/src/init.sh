@@ -1,0 +1,37 @@
+#!/bin/sh
+# PID 1 of a tinybox microVM. The driver passes its parameters on the
+# kernel command line; the kernel hands unknown `name=value` words to init
+# as environment: tb_ws (1: mount the workspace), tb_net (egress|none),
+# tb_pids (the pids cap), tb_ports (how many ports the agent waits for).
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs -o mode=1777 tmp /tmp
+mkdir -p /dev/pts /dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+fail() { echo "tinybox-init: $*" >/dev/console; poweroff -f; }
+for m in $(cat /lib/modules/base); do insmod "/lib/modules/$m.ko" || fail "cannot load module $m"; done
+ip link set lo up
+if [ "$tb_ws" = 1 ]; then
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none ws /workspace || fail "cannot mount the workspace"
+fi
+if [ "$tb_net" = egress ]; then
+    for m in $(cat /lib/modules/net); do insmod "/lib/modules/$m.ko" || fail "cannot load module $m"; done
+    ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 ||
+        fail "cannot configure eth0"
+    echo "nameserver 10.0.2.3" >/etc/resolv.conf
+fi
+if mount -t cgroup2 cgroup2 /sys/fs/cgroup; then
+    echo +pids >/sys/fs/cgroup/cgroup.subtree_control
+    mkdir /sys/fs/cgroup/box
+    [ -n "$tb_pids" ] && echo "$tb_pids" >/sys/fs/cgroup/box/pids.max
+fi
+unset tb_ws tb_net tb_pids
+cd /workspace
+# The agent serves the host; this shell stays PID 1 and reaps orphans.
+/sbin/tinybox-microvm-agent </dev/null &
+agent=$!
+while kill -0 "$agent" 2>/dev/null; do wait; done
+fail "the agent exited"

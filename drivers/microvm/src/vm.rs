@@ -1,0 +1,277 @@
+//! One box's QEMU: its command line, its runtime directory, and how it is
+//! found alive or stopped. The process is detached (`-daemonize`) so it
+//! outlives the tinybox command that made it; everything it needs at run
+//! time lives in the box's directory under the driver's state directory:
+//!
+//!     qemu.pid  console.log  port-N.sock  port-N.lock  [passt.sock passt.pid]
+//!
+//! State is read from the process, never from a record: a pid file whose
+//! process is gone, or is no longer this box's QEMU, means the VM is gone.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+use tinybox_microvm_agent::wire::EXEC_PORTS;
+
+/// How the guest's CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Hardware virtualization: the guest's code runs on the CPU, confined by it.
+    Kvm,
+    /// Emulation: QEMU interprets the guest; no hardware boundary.
+    Tcg,
+}
+
+impl Accel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Accel> {
+        match s {
+            "kvm" => Some(Accel::Kvm),
+            "tcg" => Some(Accel::Tcg),
+            _ => None,
+        }
+    }
+}
+
+/// Everything a launch needs.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub accel: Accel,
+    pub kernel: PathBuf,
+    pub initramfs: PathBuf,
+    pub cpus: u32,
+    pub memory_mib: u64,
+    pub pids: Option<u64>,
+    /// The host directory shared at /workspace, if any.
+    pub workspace: Option<PathBuf>,
+    /// The passt socket giving the guest egress, if any.
+    pub egress: Option<PathBuf>,
+    /// How many ports (health check + exec).
+    pub ports: usize,
+}
+
+/// The kernel command line: quiet, no probing of hardware a microvm lacks.
+pub fn cmdline(l: &Launch) -> String {
+    let mut words = vec![
+        "console=ttyS0",
+        "quiet",
+        "panic=-1",
+        "pci=off",
+        "cryptomgr.notests",
+        "random.trust_cpu=on",
+        "i8042.noaux",
+        "i8042.nomux",
+        "i8042.nopnp",
+        "i8042.dumbkbd",
+        "no_timer_check",
+        "tsc=reliable",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    words.push(format!("tb_ports={}", l.ports));
+    if l.workspace.is_some() {
+        words.push("tb_ws=1".into());
+    }
+    words.push(format!("tb_net={}", if l.egress.is_some() { "egress" } else { "none" }));
+    if let Some(p) = l.pids {
+        words.push(format!("tb_pids={p}"));
+    }
+    words.join(" ")
+}
+
+pub fn port_socket(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("port-{n}.sock"))
+}
+
+pub fn port_lock(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("port-{n}.lock"))
+}
+
+/// QEMU's arguments (after the program) for a box in `dir`.
+pub fn qemu_args(l: &Launch, dir: &Path) -> Vec<String> {
+    let p = |path: &Path| path.to_string_lossy().into_owned();
+    let mut a: Vec<String> =
+        vec!["-M".into(), "microvm,x-option-roms=off".into(), "-accel".into(), l.accel.as_str().into()];
+    if l.accel == Accel::Kvm {
+        a.extend(["-cpu".into(), "host".into()]);
+    }
+    a.extend([
+        "-smp".into(),
+        l.cpus.to_string(),
+        "-m".into(),
+        format!("{}M", l.memory_mib),
+        "-nodefaults".into(),
+        "-no-user-config".into(),
+        "-nographic".into(),
+        "-no-reboot".into(),
+        "-kernel".into(),
+        p(&l.kernel),
+        "-initrd".into(),
+        p(&l.initramfs),
+        "-append".into(),
+        cmdline(l),
+        "-serial".into(),
+        format!("file:{}", p(&dir.join("console.log"))),
+        "-device".into(),
+        format!("virtio-serial-device,max_ports={}", l.ports + 1),
+    ]);
+    for n in 0..l.ports {
+        a.push("-chardev".into());
+        a.push(format!("socket,id=p{n},path={},server=on,wait=off", p(&port_socket(dir, n))));
+        a.push("-device".into());
+        a.push(format!("virtserialport,chardev=p{n},name=tinybox.{n}"));
+    }
+    if let Some(ws) = &l.workspace {
+        a.push("-fsdev".into());
+        a.push(format!("local,id=ws,path={},security_model=none", p(ws)));
+        a.push("-device".into());
+        a.push("virtio-9p-device,fsdev=ws,mount_tag=ws".into());
+    }
+    if let Some(sock) = &l.egress {
+        a.push("-netdev".into());
+        a.push(format!("stream,id=n0,server=off,addr.type=unix,addr.path={}", p(sock)));
+        a.push("-device".into());
+        a.push("virtio-net-device,netdev=n0".into());
+    }
+    a.extend(["-daemonize".into(), "-pidfile".into(), p(&dir.join("qemu.pid"))]);
+    a
+}
+
+/// The number of ports a box has: one health check, EXEC_PORTS for commands.
+pub const PORTS: usize = EXEC_PORTS + 1;
+
+/// The pid in `file`, if it names a live process whose command line
+/// mentions `dir` (so a recycled pid is never mistaken for the VM).
+pub fn live_pid(file: &Path, dir: &Path) -> Option<Pid> {
+    let pid: i32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let needle = dir.as_os_str().as_encoded_bytes();
+    if !cmdline.windows(needle.len()).any(|w| w == needle) {
+        return None;
+    }
+    // A zombie still has a cmdline only until reaped; its state says.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+    if state == "Z" {
+        return None;
+    }
+    Pid::from_raw(pid)
+}
+
+/// Stops the process in `file` (TERM, then KILL after `grace`); true once
+/// it is gone.
+pub fn stop(file: &Path, dir: &Path, grace: Duration) -> bool {
+    let Some(pid) = live_pid(file, dir) else { return true };
+    let _ = kill_process(pid, Signal::TERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if live_pid(file, dir).is_none() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = kill_process(pid, Signal::KILL);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if live_pid(file, dir).is_none() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// The last lines of the console log, for errors.
+pub fn console_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(6)..].join(" | ");
+    if tail.is_empty() { "the console printed nothing".into() } else { format!("console: {tail}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch() -> Launch {
+        Launch {
+            accel: Accel::Tcg,
+            kernel: "/k".into(),
+            initramfs: "/i".into(),
+            cpus: 1,
+            memory_mib: 256,
+            pids: Some(64),
+            workspace: None,
+            egress: None,
+            ports: PORTS,
+        }
+    }
+
+    #[test]
+    fn a_denied_network_has_no_nic_at_all() {
+        let args = qemu_args(&launch(), Path::new("/run/b"));
+        assert!(args.iter().all(|a| !a.contains("netdev") && !a.contains("virtio-net")), "{args:?}");
+        assert!(args.contains(&"-nodefaults".to_owned()), "no default devices (and so no default NIC)");
+        assert!(cmdline(&launch()).contains("tb_net=none"));
+    }
+
+    #[test]
+    fn egress_is_one_nic_on_the_passt_socket() {
+        let mut l = launch();
+        l.egress = Some("/run/b/passt.sock".into());
+        let args = qemu_args(&l, Path::new("/run/b"));
+        assert_eq!(args.iter().filter(|a| a.starts_with("virtio-net-device")).count(), 1);
+        assert!(args.iter().any(|a| a == "stream,id=n0,server=off,addr.type=unix,addr.path=/run/b/passt.sock"));
+        assert!(cmdline(&l).contains("tb_net=egress"));
+    }
+
+    #[test]
+    fn limits_and_acceleration_reach_qemu_and_the_guest() {
+        let mut l = launch();
+        l.cpus = 3;
+        l.memory_mib = 300;
+        l.accel = Accel::Kvm;
+        let args = qemu_args(&l, Path::new("/run/b"));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());
+        assert_eq!(after("-smp").as_deref(), Some("3"));
+        assert_eq!(after("-m").as_deref(), Some("300M"));
+        assert_eq!(after("-accel").as_deref(), Some("kvm"));
+        assert_eq!(after("-cpu").as_deref(), Some("host"));
+        assert!(cmdline(&l).contains("tb_pids=64"));
+        l.accel = Accel::Tcg;
+        assert_eq!(qemu_args(&l, Path::new("/run/b")).iter().position(|a| a == "-cpu"), None);
+    }
+
+    #[test]
+    fn every_port_has_a_socket_in_the_box_directory_and_a_name_the_agent_serves() {
+        let args = qemu_args(&launch(), Path::new("/run/b"));
+        for n in 0..PORTS {
+            assert!(args.contains(&format!("socket,id=p{n},path=/run/b/port-{n}.sock,server=on,wait=off")));
+            assert!(args.contains(&format!("virtserialport,chardev=p{n},name=tinybox.{n}")));
+        }
+        assert!(args.ends_with(&["-daemonize".into(), "-pidfile".into(), "/run/b/qemu.pid".into()]));
+    }
+
+    #[test]
+    fn a_pid_file_naming_another_process_is_not_the_vm() {
+        let dir = std::env::temp_dir().join(format!("tinybox-vm-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("qemu.pid");
+        // This test process is alive, but its command line does not name the box directory.
+        std::fs::write(&file, std::process::id().to_string()).unwrap();
+        assert_eq!(live_pid(&file, &dir), None);
+        std::fs::write(&file, "not a pid").unwrap();
+        assert_eq!(live_pid(&file, &dir), None);
+        assert!(stop(&file, &dir, Duration::from_millis(1)), "nothing to stop is stopped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
