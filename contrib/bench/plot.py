@@ -1,5 +1,6 @@
 """Draws docs/benchmarks.png: every tinybox/raw ratio measured in one run of
-contrib/bench/run, one bar each, with the issue's target where there is one.
+contrib/bench/run, one bar each, with the issue's target where there is one
+(and the microVM exec next to a namespace box's, the baseline there).
 Usage: python3 contrib/bench/plot.py OUT_DIR docs/benchmarks.png"""
 import json
 import os
@@ -29,6 +30,8 @@ for label, name, target in [
     ("exec true\n(namespace vs raw bwrap)", "namespace-exec.json", None),
     ("exec true\n(docker vs docker exec)", "docker-exec.json", 1.1),
     ("create\n(docker vs docker run -d)", "docker-create.json", 1.1),
+    ("microVM create + first exec\n(vs raw QEMU boot to hello)", "microvm-boot.json", 1.2),
+    ("exec true, microVM box\n(vs a namespace box)", "microvm-exec.json", None),
 ]:
     r = pair(name)
     if r is not None:
@@ -42,7 +45,7 @@ if os.path.exists(sync_path):
     res = json.load(open(sync_path))["results"]
     bars.append(("sync, unchanged tree\n(vs rsync -a)", res[1]["median"] / res[0]["median"], 0.5))
 
-fig, ax = plt.subplots(figsize=(10, 4.8))
+fig, ax = plt.subplots(figsize=(12, 5))
 labels = [b[0] for b in bars]
 ratios = [b[1] for b in bars]
 colors = ["#4c72b0"] * len(bars)
@@ -54,7 +57,7 @@ for i, (_, r, target) in enumerate(bars):
         ax.hlines(target, i - 0.4, i + 0.4, colors="#c44e52", linestyles="dashed")
 ax.axhline(1.0, color="grey", linewidth=0.8)
 ax.set_xticks(range(len(bars)), labels, fontsize=8)
-ax.set_ylabel("tinybox ÷ raw tool, same run (log scale)")
+ax.set_ylabel("tinybox ÷ baseline, same run (log scale)")
 ax.set_title("tinybox next to the raw tool it wraps (dashed: the issue's target)")
 fig.tight_layout()
 fig.savefig(png, dpi=110)

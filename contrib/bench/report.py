@@ -132,6 +132,83 @@ command line comes from the driver itself (`--print-bwrap-args`), so both
 sides run the same bwrap.
 """)
 
+# microVM: tinybox's create + first exec next to the same QEMU command line
+# booted by hand to the agent's hello, same run.
+if os.path.exists(os.path.join(out, "microvm-boot.json")):
+    raw_boot, tb_boot = load("microvm-boot.json")["results"]
+    accel = open(os.path.join(out, "microvm-accel.txt")).read().strip()
+    qemu_version = open(os.path.join(out, "microvm-qemu-version.txt")).read().strip()
+    qargs = open(os.path.join(out, "microvm-qemu-args")).read().splitlines()
+    kernel = os.path.basename(qargs[qargs.index("-kernel") + 1]) if "-kernel" in qargs else "unknown"
+    how = {"tcg": "emulation (TCG)", "kvm": "KVM"}.get(accel, accel)
+    runs = len(raw_boot["times"])
+    raw_start = load("microvm-raw-start.json")["results"][0]
+    print(f"""
+## microVM (local host, microvm sandbox, {how})
+
+Each box is a QEMU `-M microvm` guest: a kernel ({kernel.split('-', 1)[-1].rsplit('-', 1)[0]}) and an
+initramfs with the guest agent, no disk. {qemu_version.split(' (')[0]}; 1 vCPU, 256 MiB, no NIC, the workspace
+over virtio-9p. The raw side is `contrib/bench/raw-microvm-boot`: QEMU started
+by hand with the very arguments the driver prints (`--print-qemu-args`; only
+`-daemonize` and `-pidfile` dropped), timed until the guest agent's hello
+arrives on its port-0 socket, then QEMU killed. Target: tinybox at most 1.2×
+raw. {runs} runs each (every boot is a whole kernel start).
+
+| command | median | min … max | ratio |
+|---|---|---|---|
+| raw QEMU boot to the agent's hello | {raw_boot['median']:.3f} s | {raw_boot['min']:.3f} … {raw_boot['max']:.3f} s | 1.00× |
+| `tinybox create --sandbox microvm --accel {accel} --cpus 1 --memory 256M` + `tinybox exec BOX -- true` | {tb_boot['median']:.3f} s | {tb_boot['min']:.3f} … {tb_boot['max']:.3f} s | {tb_boot['median'] / raw_boot['median']:.2f}× |
+
+Boot time here, under {how}: **{raw_boot['median']:.2f} s** from starting QEMU to
+the agent's hello — nearly all of it the guest's own boot. tinybox adds
+{median_ms(tb_boot) - median_ms(raw_boot):.0f} ms over that (the CLI, the store, both drivers' handshakes,
+QEMU's `-daemonize`, reading the hello, then a whole first `exec`; a fresh
+store each run). The raw side's own start (a Python interpreter, measured
+alone: {median_ms(raw_start):.0f} ms) is in its number, so tinybox's share is understated by that much.""")
+    if os.path.exists(os.path.join(out, "microvm-exec.json")):
+        ns_exec, vm_exec = load("microvm-exec.json")["results"]
+        guest = "emulated" if accel == "tcg" else "under KVM"
+        print(f"""
+Exec round trip into a running box, next to a namespace box (both in one
+store, created before and removed after; {len(vm_exec['times'])} runs each):
+
+| command | median | ratio |
+|---|---|---|
+| `tinybox exec BOX -- true` (local/namespace) | {median_ms(ns_exec):.1f} ms | 1.00× |
+| `tinybox exec BOX -- true` (local/microvm, running box) | {median_ms(vm_exec):.1f} ms | {vm_exec['median'] / ns_exec['median']:.2f}× |
+
+An exec in a running microVM box: the CLI and both drivers as for a
+namespace box, then one virtio-serial port claimed, the command sent to
+the agent, its streams relayed and its exit frame read, the guest's side
+{guest}: {median_ms(vm_exec) - median_ms(ns_exec):.0f} ms more than a namespace box's exec through bwrap.""")
+    print("""
+Under KVM (a machine where a test guest boots under KVM), the same
+comparison is `TINYBOX_BENCH_ACCEL=kvm contrib/bench/run` (the same commands
+with `--accel kvm`, 20 runs), or by hand:
+
+    export TINYBOX_HOME=$(mktemp -d)
+    dir=$(mktemp -d) ws=$(mktemp -d)   # mktemp makes DIR mode 0700
+    tinybox-driver-microvm --print-qemu-args "$dir" "$ws" > args
+    hyperfine --runs 20 \\
+        --prepare true 'contrib/bench/raw-microvm-boot --accel kvm args' \\
+        --prepare 'tinybox rm box-0 || true' \\
+        'tinybox exec $(tinybox create --sandbox microvm --accel kvm --cpus 1 --memory 256M) -- true'
+    tinybox rm box-0
+
+`raw-microvm-boot --accel kvm` replaces QEMU's `-accel tcg` (what the
+driver prints) with `-accel kvm` and adds `-cpu host`, as the driver does
+for a KVM box. `tinybox create` without `--accel` takes KVM by itself where
+a test guest boots under it; `--accel kvm` makes that explicit and fails
+instead of needing an opt-in to emulation.
+""")
+elif os.path.exists(os.path.join(out, "microvm-skipped.txt")):
+    reason = open(os.path.join(out, "microvm-skipped.txt")).read().strip().rstrip(".")
+    print(f"""
+## microVM
+
+Skipped: {reason}.
+""")
+
 # ssh sync: tinybox sync next to rsync, same sshd, same tree, same run.
 if os.path.exists(os.path.join(out, "ssh-sync-unchanged.json")):
     rs_nop, tb_nop, tb_nop1 = load("ssh-sync-unchanged.json")["results"]

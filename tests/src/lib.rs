@@ -5,6 +5,7 @@
 pub mod docker;
 
 pub mod boxes;
+pub mod microvm;
 pub mod netns;
 pub mod sshd;
 

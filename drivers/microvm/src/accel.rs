@@ -51,6 +51,7 @@ pub fn kvm_status(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path
         });
     }
     let mut h = blake3::Hasher::new();
+    h.update(b"kvm-probe-v2\0");
     h.update(std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().as_bytes());
     for p in [qemu, kernel, initramfs] {
         file_key(&mut h, p);
@@ -90,6 +91,7 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
         workspace: None,
         egress: None,
         ports: 1,
+        tsc_khz: None,
     };
     let started = Instant::now();
     let result = (|| {
@@ -99,7 +101,9 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
             .output()
             .map_err(|e| format!("cannot run {}: {e}", qemu.display()))?;
         if !out.status.success() {
-            return Err(format!("QEMU refused KVM: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let first = stderr.lines().next().unwrap_or("no message").trim_start_matches("qemu-system-x86_64: ");
+            return Err(format!("QEMU cannot run a guest under KVM ({first})"));
         }
         let mut s =
             UnixStream::connect(vm::port_socket(&dir, 0)).map_err(|e| format!("cannot reach the test guest: {e}"))?;

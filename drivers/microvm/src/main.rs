@@ -128,6 +128,10 @@ fn load_config(host: &HostHandle) -> Result<(Config, String), String> {
 
 fn setup(host: &HostHandle) -> Result<Setup, String> {
     let (config, config_path) = load_config(host)?;
+    setup_from(config, config_path)
+}
+
+fn setup_from(config: Config, config_path: String) -> Result<Setup, String> {
     let default_accel = match config.accel.as_deref() {
         None => None,
         Some(a) => Some(Accel::parse(a).ok_or_else(|| format!("{config_path}: accel {a:?} is not kvm or tcg"))?),
@@ -385,6 +389,7 @@ impl Microvm {
             workspace: Some(workspace.clone()),
             egress: egress.clone(),
             ports: vm::PORTS,
+            tsc_khz: vm::host_tsc_khz(),
         };
         let out = tokio::process::Command::new(&s.qemu)
             .args(vm::qemu_args(&launch, dir))
@@ -609,9 +614,42 @@ impl Microvm {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--version") {
-        println!("tinybox-driver-microvm {}", env!("CARGO_PKG_VERSION"));
-        return;
+    match args.get(1).map(String::as_str) {
+        Some("--version") => {
+            println!("tinybox-driver-microvm {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        // For benchmarks: QEMU's arguments for an emulated box with one vCPU,
+        // 256 MiB, no network and WORKSPACE shared, its runtime files in DIR,
+        // one per line; the same kernel and initramfs a box boots.
+        Some("--print-qemu-args") if args.len() == 4 => {
+            let s = setup_from(Config::default(), "config.json".into()).unwrap_or_else(|e| {
+                eprintln!("tinybox-driver-microvm: {e}");
+                std::process::exit(1)
+            });
+            let kernel = guest::boot_kernel(&s.kernel, &s.cache).unwrap_or_else(|e| {
+                eprintln!("tinybox-driver-microvm: {e}");
+                std::process::exit(1)
+            });
+            let launch = vm::Launch {
+                accel: Accel::Tcg,
+                kernel,
+                initramfs: s.initramfs.clone(),
+                cpus: 1,
+                memory_mib: 256,
+                pids: Some(512),
+                workspace: Some(PathBuf::from(&args[3])),
+                egress: None,
+                ports: vm::PORTS,
+                tsc_khz: vm::host_tsc_khz(),
+            };
+            println!("{}", s.qemu.display());
+            for a in vm::qemu_args(&launch, Path::new(&args[2])) {
+                println!("{a}");
+            }
+            return;
+        }
+        _ => {}
     }
     tinybox_sdk::run_sandbox_main(Microvm {
         setup: OnceLock::new(),

@@ -56,6 +56,10 @@ pub struct Launch {
     pub egress: Option<PathBuf>,
     /// How many ports (health check + exec).
     pub ports: usize,
+    /// Under emulation, the guest's TSC runs at the host's rate; telling the
+    /// kernel that rate spares it calibrating against an emulated PIT,
+    /// which hangs the boot outright when the host is busy.
+    pub tsc_khz: Option<u64>,
 }
 
 /// The kernel command line: quiet, no probing of hardware a microvm lacks.
@@ -82,6 +86,9 @@ pub fn cmdline(l: &Launch) -> String {
         words.push("tb_ws=1".into());
     }
     words.push(format!("tb_net={}", if l.egress.is_some() { "egress" } else { "none" }));
+    if let (Accel::Tcg, Some(khz)) = (l.accel, l.tsc_khz) {
+        words.push(format!("tsc_early_khz={khz}"));
+    }
     if let Some(p) = l.pids {
         words.push(format!("tb_pids={p}"));
     }
@@ -198,6 +205,14 @@ pub fn console_tail(dir: &Path) -> String {
     if tail.is_empty() { "the console printed nothing".into() } else { format!("console: {tail}") }
 }
 
+/// The host's TSC rate in kHz, as /proc/cpuinfo reports the processor's
+/// clock (constant-rate TSCs tick at it); `None` when it does not say.
+pub fn host_tsc_khz() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let mhz: f64 = info.lines().find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse().ok())?;
+    (mhz > 0.0).then_some((mhz * 1000.0) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +228,7 @@ mod tests {
             workspace: None,
             egress: None,
             ports: PORTS,
+            tsc_khz: Some(2_900_000),
         }
     }
 
@@ -247,7 +263,9 @@ mod tests {
         assert_eq!(after("-accel").as_deref(), Some("kvm"));
         assert_eq!(after("-cpu").as_deref(), Some("host"));
         assert!(cmdline(&l).contains("tb_pids=64"));
+        assert!(!cmdline(&l).contains("tsc_early_khz"), "under KVM the kernel has kvmclock");
         l.accel = Accel::Tcg;
+        assert!(cmdline(&l).contains("tsc_early_khz=2900000"));
         assert_eq!(qemu_args(&l, Path::new("/run/b")).iter().position(|a| a == "-cpu"), None);
     }
 

@@ -1,0 +1,331 @@
+//! The microvm sandbox, live: real QEMU guests booted from the initramfs the
+//! driver builds, under emulation (these machines' KVM cannot run a guest;
+//! where it can, the same boxes run under KVM). Every check runs a command
+//! inside the VM and checks its effect from outside.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tinybox_tests::boxes::{BoxEnv, Principal};
+use tinybox_tests::microvm::{TCG, processes_under, vm_dirs};
+use tinybox_tests::{need_microvm, read_line_within, skip};
+
+const GUARD: Duration = Duration::from_secs(120);
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn run_ok(env: &BoxEnv, args: &[&str]) -> String {
+    let out = env.run(args);
+    assert!(out.status.success(), "{} {args:?}: {}", env.who.label(), text(&out.stderr));
+    text(&out.stdout)
+}
+
+fn exec(env: &BoxEnv, id: &str, argv: &[&str]) -> Output {
+    let mut args = vec!["exec", id, "--"];
+    args.extend_from_slice(argv);
+    env.run(&args)
+}
+
+fn exec_ok(env: &BoxEnv, id: &str, argv: &[&str]) -> String {
+    let out = exec(env, id, argv);
+    assert!(out.status.success(), "{} {argv:?} ended with {:?}: {}", env.who.label(), out.status, text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The runtime directory of box `id`'s VM, from its record.
+fn vm_dir(env: &BoxEnv, id: &str) -> PathBuf {
+    let inspect: serde_json::Value = serde_json::from_str(&run_ok(env, &["--json", "inspect", id])).unwrap();
+    PathBuf::from(inspect["workspace"]["handle"]["dir"].as_str().expect("the box record names its VM directory"))
+}
+
+/// Removes `id` and checks nothing of its VM is left: no process, no directory.
+fn remove_and_check_clean(env: &BoxEnv, id: &str) {
+    let dir = vm_dir(env, id);
+    assert!(dir.is_dir(), "{}", dir.display());
+    run_ok(env, &["rm", id]);
+    assert!(!dir.exists(), "{}: rm left {}", env.who.label(), dir.display());
+    assert_eq!(processes_under(&dir), vec![], "{}: rm left processes of {}", env.who.label(), dir.display());
+}
+
+/// Kills whatever VMs a test leaves behind when it fails midway, so a
+/// failure never leaves QEMU running.
+struct Reaper(PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for (pid, _) in processes_under(&self.0) {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+fn env_for(who: &Principal) -> (BoxEnv, Reaper) {
+    let env = BoxEnv::new(who);
+    let reaper = Reaper(env.store.path().to_owned());
+    (env, reaper)
+}
+
+#[test]
+fn commands_run_byte_exact_with_their_status_streams_environment_and_directory() {
+    need_microvm!("microvm_box::commands");
+    for who in Principal::all("microvm_box::commands") {
+        let (env, _reaper) = env_for(&who);
+        let mut create = TCG.to_vec();
+        create.extend(["-e", "BOX_VAR=from-the-box"]);
+        let id = env.create(&create);
+
+        // argv arrives byte for byte, with no shell in between.
+        let tricky = ["a b", "'q'", ";", "$(id)", "new\nline", "", "ü"];
+        let mut argv = vec!["printf", "%s|"];
+        argv.extend(tricky);
+        assert_eq!(exec_ok(&env, &id, &argv), "a b|'q'|;|$(id)|new\nline||ü|", "{}", who.label());
+
+        // The environment is exactly the box's and the command's.
+        let out = env.run(&["exec", "-e", "CMD_VAR=x y", &id, "--", "env"]);
+        let mut vars: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        vars.sort();
+        assert_eq!(vars, ["BOX_VAR=from-the-box", "CMD_VAR=x y"], "{}: {}", who.label(), text(&out.stderr));
+
+        // Exit codes and signals come back as the command's own.
+        assert_eq!(exec(&env, &id, &["sh", "-c", "exit 7"]).status.code(), Some(7));
+        let killed = exec(&env, &id, &["sh", "-c", "kill -9 $$"]);
+        assert_eq!(killed.status.code(), Some(137), "{}: {}", who.label(), text(&killed.stderr));
+        let missing = exec(&env, &id, &["no-such-program"]);
+        assert_eq!(missing.status.code(), Some(127));
+        assert!(text(&missing.stderr).contains("no-such-program"), "{}", text(&missing.stderr));
+
+        // The working directory: /workspace, or --cwd; the workspace is shared both ways.
+        assert_eq!(exec_ok(&env, &id, &["pwd"]), "/workspace\n");
+        std::fs::create_dir(env.workspace.path().join("sub")).unwrap();
+        who.own(&env.workspace.path().join("sub"));
+        std::fs::write(env.workspace.path().join("sub/from-host"), "written on the host\n").unwrap();
+        let out = env.run(&[
+            "exec",
+            "--cwd",
+            "sub",
+            &id,
+            "--",
+            "sh",
+            "-c",
+            "pwd; cat from-host; echo from the guest > made-inside",
+        ]);
+        assert_eq!(
+            text(&out.stdout),
+            "/workspace/sub\nwritten on the host\n",
+            "{}: {}",
+            who.label(),
+            text(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(env.workspace.path().join("sub/made-inside")).unwrap(), "from the guest\n");
+
+        // stdin: a binary stream through cat comes back identical.
+        let input: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let mut child =
+            env.cli(&["exec", &id, "--", "cat"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = input.clone();
+        let writer = std::thread::spawn(move || stdin.write_all(&feed));
+        let mut echoed = Vec::new();
+        child.stdout.take().unwrap().read_to_end(&mut echoed).unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(child.wait().unwrap().success());
+        assert_eq!(echoed.len(), input.len(), "{}", who.label());
+        assert!(echoed == input, "{}: cat changed the bytes", who.label());
+
+        // Output streams while the command runs: the first line arrives
+        // before the command can end (it waits for a line we send after).
+        let mut child = env
+            .cli(&["exec", &id, "--", "sh", "-c", "echo first; read reply; echo got $reply"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (line, mut rest) = read_line_within(std::io::BufReader::new(child.stdout.take().unwrap()), GUARD);
+        assert_eq!(line, "first\n");
+        child.stdin.take().unwrap().write_all(b"second\n").unwrap();
+        let mut tail = String::new();
+        rest.read_to_string(&mut tail).unwrap();
+        assert_eq!(tail, "got second\n");
+        assert!(child.wait().unwrap().success());
+
+        // Denied network: no interface but loopback. Limits: what the guest sees.
+        assert_eq!(exec_ok(&env, &id, &["ls", "/sys/class/net"]), "lo\n", "{}", who.label());
+        let meminfo = exec_ok(&env, &id, &["cat", "/proc/meminfo"]);
+        let total_kib: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("MemTotal");
+        assert!(
+            total_kib <= 256 * 1024,
+            "{}: the guest sees {total_kib} KiB, more than the 256 MiB asked",
+            who.label()
+        );
+        assert!(total_kib > 128 * 1024, "{}: the guest sees only {total_kib} KiB", who.label());
+        assert_eq!(exec_ok(&env, &id, &["nproc"]), "1\n");
+        assert_eq!(exec_ok(&env, &id, &["cat", "/sys/fs/cgroup/box/pids.max"]), "512\n", "the default pids cap");
+
+        // The record says what this box is: emulated, so never Hardware.
+        let inspect: serde_json::Value = serde_json::from_str(&run_ok(&env, &["--json", "inspect", &id])).unwrap();
+        assert_eq!(inspect["workspace"]["isolation"], "kernel", "{inspect}");
+        assert!(inspect.to_string().contains("EMULATED (TCG)"), "{inspect}");
+
+        remove_and_check_clean(&env, &id);
+        assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
+    }
+}
+
+#[test]
+fn several_boxes_run_at_once_and_nothing_outside_the_workspace_survives_the_vm() {
+    need_microvm!("microvm_box::several");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let makers: Vec<_> = (0..2).map(|_| s.spawn(|| env.create(TCG))).collect();
+        makers.into_iter().map(|m| m.join().unwrap()).collect()
+    });
+    assert_ne!(ids[0], ids[1]);
+    // Each writes outside /workspace at once; each reads back only its own.
+    std::thread::scope(|s| {
+        for id in &ids {
+            let env = &env;
+            s.spawn(move || {
+                let out = exec_ok(env, id, &["sh", "-c", "echo $0 > /root/who; cat /root/who", id]);
+                assert_eq!(out, format!("{id}\n"));
+            });
+        }
+    });
+    remove_and_check_clean(&env, &ids[0]);
+    let again = env.create(TCG);
+    let out = exec(&env, &again, &["cat", "/root/who"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a file written outside /workspace survived rm + create: {}",
+        text(&out.stdout)
+    );
+    assert_eq!(exec_ok(&env, &ids[1], &["cat", "/root/who"]), format!("{}\n", ids[1]), "the other VM is untouched");
+    for id in [&again, &ids[1]] {
+        remove_and_check_clean(&env, id);
+    }
+    assert_eq!(processes_under(env.store.path()), vec![]);
+}
+
+#[test]
+fn a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_reported_and_removable() {
+    need_microvm!("microvm_box::killed");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let id = env.create(TCG);
+    let mut child = env
+        .cli(&["exec", &id, "--", "sh", "-c", "echo started; exec sleep 1000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, _rest) = read_line_within(std::io::BufReader::new(child.stdout.take().unwrap()), GUARD);
+    assert_eq!(line, "started\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The guest ends the orphaned command once its session is gone; poll (bounded) until it has.
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let out = exec_ok(&env, &id, &["sh", "-c", "pgrep -x sleep || echo none"]);
+        if out == "none\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the command of the killed CLI still runs in the guest: {out}");
+    }
+    assert_eq!(exec_ok(&env, &id, &["echo", "still usable"]), "still usable\n");
+
+    // Now the VM dies behind tinybox's back.
+    let dirs = vm_dirs(&env);
+    assert_eq!(dirs.len(), 1);
+    let pid: i32 = std::fs::read_to_string(dirs[0].join("qemu.pid")).unwrap().trim().parse().unwrap();
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL).unwrap();
+    let deadline = Instant::now() + GUARD;
+    while !processes_under(&dirs[0]).is_empty() {
+        assert!(Instant::now() < deadline, "QEMU survived SIGKILL");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let inspect: serde_json::Value = serde_json::from_str(&run_ok(&env, &["--json", "inspect", &id])).unwrap();
+    assert_eq!(inspect["state"], "gone", "{inspect}");
+    let out = exec(&env, &id, &["true"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("is not running"), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr).lines().count(), 1, "one clear line: {}", text(&out.stderr));
+    remove_and_check_clean(&env, &id);
+    assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]");
+}
+
+#[test]
+fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
+    need_microvm!("microvm_box::egress");
+    let Some(peer) = tinybox_tests::netns::TestHost::start("vmegress") else {
+        skip("microvm_box::egress", "cannot create a network namespace here (needs root and iproute2)");
+        return;
+    };
+    let (env, _reaper) = env_for(&Principal::Me);
+    let mut create = TCG.to_vec();
+    create.extend(["--network", "egress"]);
+    let id = env.create(&create);
+    let port = peer.port.to_string();
+    // nc's stdin stays open (a FIFO this shell holds) until the test host
+    // has answered and closed: a guest that half-closes at once sometimes
+    // never gets the reply through Debian 12's passt.
+    let read_peer = "rm -f /tmp/in; mkfifo /tmp/in; nc \"$0\" \"$1\" </tmp/in & exec 3>/tmp/in; wait $!";
+    assert_eq!(exec_ok(&env, &id, &["sh", "-c", read_peer, &peer.addr, &port]), "hello", "egress to the test host");
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    for host_loopback in ["10.0.2.2", "127.0.0.1"] {
+        let _ = exec(&env, &id, &["sh", "-c", "echo probe | nc -w 3 \"$0\" \"$1\"", host_loopback, &port]);
+    }
+    assert!(listener.accept().is_err(), "a listener on the host's loopback was reached from the guest");
+    let inspect = run_ok(&env, &["--json", "inspect", &id]);
+    assert!(inspect.contains("\"network\": \"egress\"") && inspect.contains("no host loopback"), "{inspect}");
+    remove_and_check_clean(&env, &id);
+}
+
+#[test]
+fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
+    need_microvm!("microvm_box::refusal");
+    let principals = Principal::all("microvm_box::refusal");
+    // The unprivileged user cannot open /dev/kvm here, so KVM is unusable
+    // for it on any machine; for this user it depends on the machine.
+    for who in principals {
+        let (env, _reaper) = env_for(&who);
+        let drivers: serde_json::Value = serde_json::from_str(&run_ok(&env, &["drivers", "--json"])).unwrap();
+        let vm = drivers.as_array().unwrap().iter().find(|d| d["name"] == "microvm").unwrap().clone();
+        let detail = vm["health"]["detail"].as_str().unwrap_or_default().to_owned();
+        if detail.starts_with("KVM:") {
+            assert_eq!(vm["capabilities"]["isolation"], "hardware", "{vm}");
+            continue;
+        }
+        assert!(detail.contains("no KVM") && detail.contains("--accel tcg"), "{}: {detail}", who.label());
+        assert_eq!(vm["capabilities"]["isolation"], "kernel", "without KVM the driver never declares hardware: {vm}");
+        let ws = env.workspace.path().to_str().unwrap().to_owned();
+        for extra in [&[][..], &["--accel", "kvm"][..]] {
+            let mut args = vec!["create", "--sandbox", "microvm", "--workspace", &ws];
+            args.extend_from_slice(extra);
+            let out = env.run(&args);
+            let err = text(&out.stderr);
+            assert!(!out.status.success(), "{}: {args:?} made a box without KVM", who.label());
+            assert_eq!(err.lines().count(), 1, "{}: one clear line: {err}", who.label());
+            assert!(err.contains("kvm") || err.contains("KVM"), "{err}");
+            if extra.is_empty() {
+                assert!(err.contains("--accel tcg"), "the error says how to opt in: {err}");
+            }
+            assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]", "a refused create leaves no box");
+            assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
+        }
+        let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--cpus", "0.5", "--workspace", &ws]);
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains("not a whole number of vCPUs"), "{}", text(&out.stderr));
+    }
+}
