@@ -329,3 +329,46 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
         assert!(text(&out.stderr).contains("not a whole number of vCPUs"), "{}", text(&out.stderr));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_destroys_an_expired_vm_and_everything_it_ran() {
+    need_microvm!("microvm_box::reaper");
+    use std::sync::Arc;
+    use tinybox_core::Tinybox;
+    use tinybox_core::clock::ManualClock;
+    use tinybox_core::driver::Timeouts;
+    use tinybox_core::model::{BoxSpec, HostName, Lifecycle, Placement, SandboxName};
+    use tinybox_core::store::MemoryStore;
+
+    let state = tempfile::tempdir().unwrap();
+    let _reaper = Reaper(state.path().to_owned());
+    let mut config = tinybox_tests::driver_config(
+        &[],
+        Timeouts { handshake: Duration::from_secs(10), operation: GUARD, cancel: Duration::from_secs(10) },
+    );
+    config.state_dir = Some(state.path().join("drivers"));
+    let clock = Arc::new(ManualClock::new(1_000));
+    let tb = Tinybox::with_parts(Arc::new(MemoryStore::new()), None, clock.clone(), config).unwrap();
+    let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new("microvm").unwrap());
+    let mut spec = BoxSpec::new(placement);
+    spec.options.insert("accel".into(), "tcg".into());
+    spec.resources.cpus = Some(1.0);
+    spec.resources.memory_bytes = Some(256 << 20);
+    spec.lifecycle = Lifecycle::ephemeral(Duration::from_secs(60));
+    let info = tb.create(spec).await.unwrap();
+    assert_eq!(processes_under(state.path()).len(), 1, "one QEMU for the box");
+
+    clock.advance(59);
+    assert!(tb.reap().await.unwrap().is_empty(), "nothing expires early");
+    assert_eq!(processes_under(state.path()).len(), 1);
+    clock.advance(2);
+    let reaped = tb.reap().await.unwrap();
+    assert_eq!(reaped.len(), 1);
+    assert_eq!(reaped[0].id, info.id);
+    assert_eq!(reaped[0].error, None);
+    assert_eq!(processes_under(state.path()), vec![], "the expired VM is stopped");
+    let vms = state.path().join("drivers/microvm/vms");
+    assert_eq!(std::fs::read_dir(&vms).unwrap().count(), 0, "its runtime files are gone");
+    assert!(tb.list().unwrap().is_empty());
+    tb.close().await;
+}
