@@ -8,6 +8,7 @@ mod args;
 mod commands;
 mod config;
 mod output;
+mod progress;
 mod stdio;
 
 use std::path::PathBuf;
