@@ -372,3 +372,65 @@ async fn the_reaper_destroys_an_expired_vm_and_everything_it_ran() {
     assert!(tb.list().unwrap().is_empty());
     tb.close().await;
 }
+
+#[test]
+fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and_cannot_kill_the_vm() {
+    need_microvm!("microvm_box::escape");
+    let (env, _reaper) = env_for(&Principal::Me);
+    env.install_probe();
+    let id = env.create(TCG);
+    let probe = |args: &[&str]| -> Output {
+        let mut argv = vec!["/workspace/escape"];
+        argv.extend_from_slice(args);
+        exec(&env, &id, &argv)
+    };
+    let value = |out: &Output, name: &str| tinybox_tests::boxes::probe_value(&out.stdout, name);
+
+    // The caller's environment holds a token; nothing in the guest sees it.
+    let (head, tail) = ("tbx-secret-", "4f1d9c");
+    let out = env
+        .cli(&["exec", &id, "--", "/workspace/escape", "secret", head, tail])
+        .env("TINYBOX_TEST_TOKEN", format!("{head}{tail}"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(value(&out, "secret").as_deref(), Some("absent"), "{}", text(&out.stdout));
+
+    // Only the command's own stdio: none of the agent's ports or files.
+    assert_eq!(value(&probe(&["fds"]), "fds").as_deref(), Some("0,1,2,"));
+
+    // Its own kernel: another boot, and none of the host's files.
+    let host_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let guest_boot = exec_ok(&env, &id, &["cat", "/proc/sys/kernel/random/boot_id"]);
+    assert_ne!(guest_boot, host_boot, "the guest runs the host's kernel");
+    let marker = tempfile::NamedTempFile::new().unwrap();
+    let out = exec(&env, &id, &["ls", marker.path().to_str().unwrap()]);
+    assert!(!out.status.success(), "a host file outside the workspace is visible in the guest");
+    let mounts = exec_ok(&env, &id, &["cat", "/proc/mounts"]);
+    let shared: Vec<&str> = mounts.lines().filter(|l| l.contains(" 9p ")).collect();
+    assert_eq!(shared.len(), 1, "{mounts}");
+    assert!(shared[0].starts_with("ws /workspace 9p "), "{mounts}");
+
+    // The guest's root kills every process it can; the host's are untouched
+    // and the VM still answers (its init starts the agent again).
+    let mut sentinel = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    let host_pid = sentinel.id().to_string();
+    let out = probe(&["signal", &host_pid]);
+    assert_ne!(value(&out, "kill0").as_deref(), Some("ok"), "{}", text(&out.stdout));
+    let _ = probe(&["killall"]);
+    assert!(sentinel.try_wait().unwrap().is_none(), "a host process died when the guest killed everything");
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let out = exec(&env, &id, &["echo", "alive"]);
+        if out.status.success() {
+            assert_eq!(text(&out.stdout), "alive\n");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the VM never answered again: {}", text(&out.stderr));
+    }
+    let console = std::fs::read_to_string(vm_dir(&env, &id).join("console.log")).unwrap();
+    assert!(console.contains("the agent exited"), "the probe did not reach the agent: {console}");
+    sentinel.kill().unwrap();
+    sentinel.wait().unwrap();
+    remove_and_check_clean(&env, &id);
+}

@@ -30,8 +30,10 @@ if mount -t cgroup2 cgroup2 /sys/fs/cgroup; then
 fi
 unset tb_ws tb_net tb_pids
 cd /workspace
-# The agent serves the host; this shell stays PID 1 and reaps orphans.
-/sbin/tinybox-microvm-agent </dev/null &
-agent=$!
-while kill -0 "$agent" 2>/dev/null; do wait; done
-fail "the agent exited"
+# The agent serves the host; this shell stays PID 1 and reaps orphans
+# while it waits. A box that kills every process it can (kill -9 -1 as the
+# guest's root) kills the agent too: start it again, so the VM stays usable.
+while :; do
+    /sbin/tinybox-microvm-agent </dev/null
+    echo "tinybox-init: the agent exited ($?); starting it again" >/dev/console
+done
