@@ -327,6 +327,21 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
         let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--cpus", "0.5", "--workspace", &ws]);
         assert!(!out.status.success());
         assert!(text(&out.stderr).contains("not a whole number of vCPUs"), "{}", text(&out.stderr));
+
+        // The operator's opt-in can live in the driver's configuration instead.
+        let config = env.store.path().join("drivers/microvm/config.json");
+        std::fs::write(&config, r#"{"accel": "fast"}"#).unwrap();
+        who.own(&config);
+        let drivers: serde_json::Value = serde_json::from_str(&run_ok(&env, &["drivers", "--json"])).unwrap();
+        let vm = drivers.as_array().unwrap().iter().find(|d| d["name"] == "microvm").unwrap().clone();
+        assert_eq!(vm["health"]["ok"], false, "{vm}");
+        let why = vm["health"]["detail"].as_str().unwrap_or_default();
+        assert!(why.contains("config.json") && why.contains("\"fast\" is not kvm or tcg"), "{why}");
+        std::fs::write(&config, r#"{"accel": "tcg"}"#).unwrap();
+        let id = env.create(&["--sandbox", "microvm", "--cpus", "1", "--memory", "256M"]);
+        let inspect = run_ok(&env, &["--json", "inspect", &id]);
+        assert!(inspect.contains("EMULATED (TCG)"), "{inspect}");
+        remove_and_check_clean(&env, &id);
     }
 }
 
