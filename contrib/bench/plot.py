@@ -30,8 +30,8 @@ for label, name, target in [
     ("exec true\n(namespace vs raw bwrap)", "namespace-exec.json", None),
     ("exec true\n(docker vs docker exec)", "docker-exec.json", 1.1),
     ("create\n(docker vs docker run -d)", "docker-create.json", 1.1),
-    ("microVM create + first exec\n(vs raw QEMU boot to hello)", "microvm-boot.json", 1.2),
-    ("exec true, microVM box\n(vs a namespace box)", "microvm-exec.json", None),
+    ("microVM create + exec\n(vs raw QEMU boot)", "microvm-boot.json", 1.2),
+    ("exec true, microVM\n(vs namespace box)", "microvm-exec.json", None),
 ]:
     r = pair(name)
     if r is not None:
@@ -45,7 +45,7 @@ if os.path.exists(sync_path):
     res = json.load(open(sync_path))["results"]
     bars.append(("sync, unchanged tree\n(vs rsync -a)", res[1]["median"] / res[0]["median"], 0.5))
 
-fig, ax = plt.subplots(figsize=(12, 5))
+fig, ax = plt.subplots(figsize=(13, 5))
 labels = [b[0] for b in bars]
 ratios = [b[1] for b in bars]
 colors = ["#4c72b0"] * len(bars)
@@ -56,7 +56,7 @@ for i, (_, r, target) in enumerate(bars):
     if target is not None:
         ax.hlines(target, i - 0.4, i + 0.4, colors="#c44e52", linestyles="dashed")
 ax.axhline(1.0, color="grey", linewidth=0.8)
-ax.set_xticks(range(len(bars)), labels, fontsize=8)
+ax.set_xticks(range(len(bars)), labels, fontsize=7.5)
 ax.set_ylabel("tinybox ÷ baseline, same run (log scale)")
 ax.set_title("tinybox next to the raw tool it wraps (dashed: the issue's target)")
 fig.tight_layout()
