@@ -278,7 +278,10 @@ fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
     // nc's stdin stays open (a FIFO this shell holds) until the test host
     // has answered and closed: a guest that half-closes at once sometimes
     // never gets the reply through Debian 12's passt.
-    let read_peer = "rm -f /tmp/in; mkfifo /tmp/in; nc \"$0\" \"$1\" </tmp/in & exec 3>/tmp/in; wait $!";
+    // Up to three tries of 20 s: once, under a loaded CI machine, the first
+    // connection through passt timed out.
+    let read_peer = "for try in 1 2 3; do rm -f /tmp/in; mkfifo /tmp/in; \
+                     nc -w 20 \"$0\" \"$1\" </tmp/in & exec 3>/tmp/in; wait $! && exit; exec 3>&-; done; exit 1";
     assert_eq!(exec_ok(&env, &id, &["sh", "-c", read_peer, &peer.addr, &port]), "hello", "egress to the test host");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();

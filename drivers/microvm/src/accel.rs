@@ -39,8 +39,14 @@ fn file_key(h: &mut blake3::Hasher, path: &Path) {
     }
 }
 
-/// KVM's status, from the cache in `cache_dir` or a fresh probe.
-pub fn kvm_status(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmStatus {
+/// KVM's status, from the cache in `cache_dir` or a fresh probe (which
+/// boots the initramfs `initramfs` builds).
+pub fn kvm_status(
+    qemu: &Path,
+    kernel: &Path,
+    cache_dir: &Path,
+    initramfs: impl FnOnce() -> Result<PathBuf, String>,
+) -> KvmStatus {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         return Err(match e.kind() {
             std::io::ErrorKind::NotFound => "there is no /dev/kvm (no hardware virtualization here)".into(),
@@ -51,9 +57,10 @@ pub fn kvm_status(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path
         });
     }
     let mut h = blake3::Hasher::new();
-    h.update(b"kvm-probe-v2\0");
+    h.update(b"kvm-probe-v3\0");
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.update(std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().as_bytes());
-    for p in [qemu, kernel, initramfs] {
+    for p in [qemu, kernel] {
         file_key(&mut h, p);
     }
     let key = h.finalize().to_hex().to_string();
@@ -63,7 +70,7 @@ pub fn kvm_status(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path
     {
         return if c.usable { Ok(c.reason) } else { Err(c.reason) };
     }
-    let result = probe(qemu, kernel, initramfs, cache_dir);
+    let result = initramfs().and_then(|i| probe(qemu, kernel, &i, cache_dir));
     let record = match &result {
         Ok(r) => Cached { key, usable: true, reason: r.clone() },
         Err(r) => Cached { key, usable: false, reason: r.clone() },

@@ -70,7 +70,11 @@ struct Config {
 struct Setup {
     qemu: PathBuf,
     kernel: Kernel,
-    initramfs: PathBuf,
+    plan: guest::ModulePlan,
+    busybox: PathBuf,
+    /// Built (or found in the cache) when first needed: a create, or a
+    /// KVM probe. A command in a running box never pays for it.
+    initramfs: OnceLock<Result<PathBuf, String>>,
     cache: PathBuf,
     passt: Option<PathBuf>,
     kvm: accel::KvmStatus,
@@ -146,18 +150,21 @@ fn setup_from(config: Config, config_path: String) -> Result<Setup, String> {
         .clone()
         .or_else(|| ["/bin/busybox", "/usr/bin/busybox"].into_iter().map(PathBuf::from).find(|p| p.is_file()))
         .ok_or("busybox is not installed; install the busybox-static package".to_owned())?;
-    let busybox = std::fs::read(&busybox_path).map_err(|e| format!("cannot read {}: {e}", busybox_path.display()))?;
-    if is_dynamic(&busybox) {
+    // The ELF header and program headers are at the front.
+    let head = {
+        use std::io::Read;
+        let mut head = Vec::with_capacity(64 * 1024);
+        std::fs::File::open(&busybox_path)
+            .and_then(|f| f.take(64 * 1024).read_to_end(&mut head))
+            .map_err(|e| format!("cannot read {}: {e}", busybox_path.display()))?;
+        head
+    };
+    if is_dynamic(&head) {
         return Err(format!(
             "{} is dynamically linked and cannot run in the guest; install the busybox-static package",
             busybox_path.display()
         ));
     }
-    let list = std::process::Command::new(&busybox_path)
-        .arg("--list-full")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", busybox_path.display()))?;
-    let applets = String::from_utf8_lossy(&list.stdout).lines().map(str::to_owned).filter(|l| !l.is_empty()).collect();
     let (kernel, plan) = match &config.kernel {
         Some(image) => {
             let name = image.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -176,14 +183,45 @@ fn setup_from(config: Config, config_path: String) -> Result<Setup, String> {
         .is_some_and(|c| c.lines().any(|l| l == "CONFIG_CGROUP_PIDS=y"));
     let cache = cache_dir();
     std::fs::create_dir_all(&cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
-    let initramfs = guest::cached_initramfs(
-        &guest::Inputs { busybox: &busybox, applets, agent: guest::AGENT, init: guest::INIT, modules: &plan },
-        &cache,
-    )
-    .map_err(|e| format!("cannot build the initramfs: {e}"))?;
-    let kvm = accel::kvm_status(&qemu, &kernel.image, &initramfs, &cache);
+    let initramfs = OnceLock::new();
+    let kvm = accel::kvm_status(&qemu, &kernel.image, &cache, || {
+        initramfs.get_or_init(|| build_initramfs(&busybox_path, &plan, &cache)).clone()
+    });
     let passt = config.passt.clone().or_else(|| which("passt"));
-    Ok(Setup { qemu, kernel, initramfs, cache, passt, kvm, default_accel, config_path, pids_cgroup })
+    Ok(Setup {
+        qemu,
+        kernel,
+        plan,
+        busybox: busybox_path,
+        initramfs,
+        cache,
+        passt,
+        kvm,
+        default_accel,
+        config_path,
+        pids_cgroup,
+    })
+}
+
+/// The initramfs for this busybox and module plan, built once and cached.
+fn build_initramfs(busybox_path: &Path, plan: &guest::ModulePlan, cache: &Path) -> Result<PathBuf, String> {
+    let busybox = std::fs::read(busybox_path).map_err(|e| format!("cannot read {}: {e}", busybox_path.display()))?;
+    let list = std::process::Command::new(busybox_path)
+        .arg("--list-full")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", busybox_path.display()))?;
+    let applets = String::from_utf8_lossy(&list.stdout).lines().map(str::to_owned).filter(|l| !l.is_empty()).collect();
+    let inputs = guest::Inputs { busybox: &busybox, applets, agent: guest::AGENT, init: guest::INIT, modules: plan };
+    guest::cached_initramfs(&inputs, cache).map_err(|e| format!("cannot build the initramfs: {e}"))
+}
+
+impl Setup {
+    fn initramfs(&self) -> Result<PathBuf, DriverError> {
+        self.initramfs
+            .get_or_init(|| build_initramfs(&self.busybox, &self.plan, &self.cache))
+            .clone()
+            .map_err(DriverError::failed)
+    }
 }
 
 struct Microvm {
@@ -216,6 +254,13 @@ struct Handle {
     memory_mib: u64,
     #[serde(default)]
     pids: Option<u64>,
+    /// Its virtio-serial ports, health check included.
+    #[serde(default = "all_ports")]
+    ports: usize,
+}
+
+fn all_ports() -> usize {
+    vm::PORTS
 }
 
 impl Handle {
@@ -382,13 +427,13 @@ impl Microvm {
         let launch = vm::Launch {
             accel,
             kernel,
-            initramfs: s.initramfs.clone(),
+            initramfs: s.initramfs()?,
             cpus,
             memory_mib,
             pids: p.resources.pids,
             workspace: Some(workspace.clone()),
             egress: egress.clone(),
-            ports: vm::PORTS,
+            ports: vm::ports_for(memory_mib),
             tsc_khz: vm::host_tsc_khz(),
         };
         let out = tokio::process::Command::new(&s.qemu)
@@ -405,10 +450,10 @@ impl Microvm {
             )));
         }
         let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
-        let (stream, hello) = session::open(dir, 0, boot_limit)
+        let hello = session::open(dir, 0, boot_limit)
             .await
-            .map_err(|e| DriverError::failed(format!("{}: {}", e.message, vm::console_tail(dir))))?;
-        drop(stream);
+            .map_err(|e| DriverError::failed(format!("{}: {}", e.message, vm::console_tail(dir))))?
+            .hello;
         if let Some(asked) = p.resources.pids
             && hello.pids_max != Some(asked)
         {
@@ -426,6 +471,7 @@ impl Microvm {
             cpus,
             memory_mib,
             pids: p.resources.pids,
+            ports: vm::ports_for(memory_mib),
         };
         Ok(CreateResult {
             handle: serde_json::to_value(&handle).expect("handle serializes"),
@@ -523,7 +569,7 @@ impl SandboxDriver for Microvm {
                 p.target.box_id
             )));
         }
-        let claim = session::claim(&handle.dir)?;
+        let claim = session::claim(&handle.dir, handle.ports).await?;
         let mut env: Vec<(String, String)> = Vec::new();
         let mut merged = p.box_env.clone();
         merged.extend(p.request.env.clone());
@@ -560,7 +606,7 @@ impl SandboxDriver for Microvm {
         };
         let net = if handle.egress { "egress via passt, no host loopback" } else { "no network interface" };
         let guest = match session::open(&handle.dir, 0, Duration::from_secs(10)).await {
-            Ok((_, h)) => format!(
+            Ok(session::Session { hello: h, .. }) => format!(
                 "guest {} sees {} vCPU, {} MiB{}",
                 h.kernel,
                 h.cpus,
@@ -634,7 +680,10 @@ fn main() {
             let launch = vm::Launch {
                 accel: Accel::Tcg,
                 kernel,
-                initramfs: s.initramfs.clone(),
+                initramfs: s.initramfs().unwrap_or_else(|e| {
+                    eprintln!("tinybox-driver-microvm: {}", e.message);
+                    std::process::exit(1)
+                }),
                 cpus: 1,
                 memory_mib: 256,
                 pids: Some(512),

@@ -40,23 +40,87 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<(K
     Ok(Some((kind, payload)))
 }
 
-/// Connects to port `n` of the VM in `dir` and reads the agent's hello.
-pub async fn open(dir: &Path, n: usize, wait: Duration) -> Result<(UnixStream, Hello), DriverError> {
+/// The reading end of a session: what was read past the sync, then the socket.
+pub type Reader = tokio::io::Chain<std::io::Cursor<Vec<u8>>, tokio::net::unix::OwnedReadHalf>;
+
+/// An open session on one port.
+pub struct Session {
+    pub rd: Reader,
+    pub wr: tokio::net::unix::OwnedWriteHalf,
+    pub hello: Hello,
+}
+
+/// 16 bytes no other session on this port will use.
+fn nonce() -> [u8; wire::NONCE] {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = blake3::Hasher::new();
+    h.update(&std::process::id().to_le_bytes());
+    h.update(&COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_le_bytes());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.update(&now.as_nanos().to_le_bytes());
+    let mut out = [0u8; wire::NONCE];
+    out.copy_from_slice(&h.finalize().as_bytes()[..wire::NONCE]);
+    out
+}
+
+/// Reads until `marker`; what followed it in the last read.
+async fn skip_to(rd: &mut tokio::net::unix::OwnedReadHalf, marker: &[u8]) -> io::Result<Vec<u8>> {
+    let mut seen: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = rd.read(&mut buf).await?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the port closed"));
+        }
+        seen.extend_from_slice(&buf[..n]);
+        if let Some(at) = seen.windows(marker.len()).position(|w| w == marker) {
+            return Ok(seen.split_off(at + marker.len()));
+        }
+        // Keep only what could still be the start of the marker.
+        let keep = seen.len().min(marker.len() - 1);
+        seen.drain(..seen.len() - keep);
+    }
+}
+
+/// Connects to port `n` of the VM in `dir` and opens a session: a begin
+/// with a fresh nonce, then everything up to the agent's sync with it is
+/// skipped (a ready greeting, or what an old session left in flight).
+pub async fn open(dir: &Path, n: usize, wait: Duration) -> Result<Session, DriverError> {
     let path = vm::port_socket(dir, n);
-    let mut stream = UnixStream::connect(&path).await.map_err(|e| {
+    let stream = UnixStream::connect(&path).await.map_err(|e| {
         DriverError::failed(format!("cannot reach the VM's port {} ({e}); the VM is not running", path.display()))
     })?;
-    let frame = tokio::time::timeout(wait, read_frame(&mut stream)).await.map_err(|_| {
-        DriverError::failed(format!("the guest agent did not answer on port {n} within {}s", wait.as_secs()))
-    })?;
-    match frame {
-        Ok(Some((Kind::Hello, payload))) => {
-            let hello = wire::decode(Kind::Hello, &payload).map_err(|e| DriverError::failed(e.to_string()))?;
-            Ok((stream, hello))
+    let (mut rd, mut wr) = stream.into_split();
+    let nonce = nonce();
+    let begin = async {
+        wr.write_all(&wire::encode(Kind::Begin, &nonce)).await?;
+        let rest = skip_to(&mut rd, &wire::encode(Kind::Sync, &nonce)).await?;
+        let mut reader: Reader = AsyncReadExt::chain(std::io::Cursor::new(rest), rd);
+        let frame = read_frame(&mut reader).await?;
+        Ok::<_, io::Error>((reader, frame))
+    };
+    let (rd, frame) = match tokio::time::timeout(wait, begin).await {
+        Err(_) => {
+            return Err(DriverError::failed(format!(
+                "the guest agent did not answer on port {n} within {}s",
+                wait.as_secs()
+            )));
         }
-        Ok(Some((kind, _))) => Err(DriverError::failed(format!("the guest agent opened with {kind:?}, not a hello"))),
-        Ok(None) => Err(DriverError::failed("the VM closed the port before its agent answered; the VM stopped")),
-        Err(e) => Err(DriverError::failed(format!("reading the guest agent's hello: {e}"))),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(DriverError::failed("the VM closed the port before its agent answered; the VM stopped"));
+        }
+        Ok(Err(e)) => return Err(DriverError::failed(format!("opening a session with the guest agent: {e}"))),
+        Ok(Ok(x)) => x,
+    };
+    match frame {
+        Some((Kind::Hello, payload)) => {
+            let hello = wire::decode(Kind::Hello, &payload).map_err(|e| DriverError::failed(e.to_string()))?;
+            Ok(Session { rd, wr, hello })
+        }
+        Some((kind, _)) => {
+            Err(DriverError::failed(format!("the guest agent answered a begin with {kind:?}, not a hello")))
+        }
+        None => Err(DriverError::failed("the VM closed the port before its agent answered; the VM stopped")),
     }
 }
 
@@ -66,24 +130,35 @@ pub struct Claim {
     _lock: std::fs::File,
 }
 
-/// Claims a free exec port, or says how many commands are already running.
-pub fn claim(dir: &Path) -> Result<Claim, DriverError> {
-    for port in 1..vm::PORTS {
+/// Claims a free exec port of the `ports` the box has (health check
+/// included). When every one is busy, waits for one: a box runs as many
+/// commands at once as it has exec ports, and the rest queue.
+pub async fn claim(dir: &Path, ports: usize) -> Result<Claim, DriverError> {
+    let open = |port: usize| {
         let path = vm::port_lock(dir, port);
-        let file = std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| DriverError::failed(format!("cannot open {}: {e}", path.display())))?;
+            .map_err(|e| DriverError::failed(format!("cannot open {}: {e}", path.display())))
+    };
+    for port in 1..ports {
+        let file = open(port)?;
         if FileExt::try_lock(&file).is_ok() {
             return Ok(Claim { port, _lock: file });
         }
     }
-    Err(DriverError::unavailable(format!(
-        "the box is already running {} commands, as many as a microVM box runs at once; wait for one to end",
-        vm::PORTS - 1
-    )))
+    // Spread the waiters over the ports.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let port =
+        1 + (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + std::process::id() as usize) % (ports - 1);
+    let file = open(port)?;
+    tokio::task::spawn_blocking(move || FileExt::lock(&file).map(|()| file))
+        .await
+        .map_err(|e| DriverError::failed(format!("waiting for a free port failed: {e}")))?
+        .map(|file| Claim { port, _lock: file })
+        .map_err(|e| DriverError::failed(format!("cannot lock port {port}: {e}")))
 }
 
 /// Signals for running execs, by exec id (for `cancel`).
@@ -105,13 +180,21 @@ impl Running {
     }
 }
 
+/// Frames queued on the host between the port and a slow reader or writer:
+/// a bound, so a command's output never piles up in this process.
+const QUEUE: usize = 16;
+
+/// How long a command has to end after SIGKILL was asked of the guest
+/// before the session is dropped (which makes the agent kill it too).
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
 /// A thread writing what it is sent to `fd`, until the channel closes.
-fn writer(fd: OwnedFd) -> (std::sync::mpsc::Sender<Vec<u8>>, std::thread::JoinHandle<()>) {
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+fn writer(fd: OwnedFd) -> (mpsc::Sender<Vec<u8>>, std::thread::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
     let handle = std::thread::spawn(move || {
         let mut file = std::fs::File::from(fd);
         let mut open = true;
-        for chunk in rx {
+        while let Some(chunk) = rx.blocking_recv() {
             // A reader that went away stops the writes, not the command.
             if open && file.write_all(&chunk).is_err() {
                 open = false;
@@ -130,30 +213,28 @@ pub async fn run(
     exec_id: &str,
     running: &Running,
 ) -> Result<ExitStatus, DriverError> {
-    let (stream, _hello) = open(dir, claim.port, Duration::from_secs(30)).await?;
-    let (mut rd, mut wr) = stream.into_split();
+    let Session { mut rd, mut wr, .. } = open(dir, claim.port, Duration::from_secs(30)).await?;
     let lost =
         |e: io::Error| DriverError::failed(format!("lost the guest agent mid-command ({e}); the VM may have stopped"));
     wr.write_all(&wire::encode_json(Kind::Exec, exec)).await.map_err(lost)?;
 
     // Frames to the agent: stdin from a thread of its own (a caller's
     // stdin may never end), signals from `cancel`.
-    let (to_agent, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (to_agent, mut outbox) = mpsc::channel::<Vec<u8>>(QUEUE);
     let (sig_tx, mut sig_rx) = mpsc::unbounded_channel::<i32>();
     running.insert(exec_id, sig_tx);
     {
-        let to_agent = to_agent.clone();
         let mut stdin = std::fs::File::from(stdio.stdin);
         std::thread::spawn(move || {
             let mut buf = vec![0u8; wire::CHUNK];
             loop {
                 match stdin.read(&mut buf) {
                     Ok(0) | Err(_) => {
-                        let _ = to_agent.send(wire::encode(Kind::Stdin, b""));
+                        let _ = to_agent.blocking_send(wire::encode(Kind::Stdin, b""));
                         break;
                     }
                     Ok(n) => {
-                        if to_agent.send(wire::encode(Kind::Stdin, &buf[..n])).is_err() {
+                        if to_agent.blocking_send(wire::encode(Kind::Stdin, &buf[..n])).is_err() {
                             break;
                         }
                     }
@@ -161,30 +242,56 @@ pub async fn run(
             }
         });
     }
-    let sender = tokio::spawn(async move {
-        loop {
-            let frame = tokio::select! {
-                Some(f) = outbox.recv() => f,
-                Some(s) = sig_rx.recv() => wire::encode_json(Kind::Signal, &wire::Signal { signal: s }),
-                else => break,
-            };
-            if wr.write_all(&frame).await.is_err() {
-                break;
+    let killed = Arc::new(tokio::sync::Notify::new());
+    let sender = {
+        let killed = killed.clone();
+        tokio::spawn(async move {
+            let mut stdin_open = true;
+            loop {
+                let frame = tokio::select! {
+                    Some(s) = sig_rx.recv() => {
+                        if s == 9 {
+                            killed.notify_one();
+                        }
+                        wire::encode_json(Kind::Signal, &wire::Signal { signal: s })
+                    }
+                    f = outbox.recv(), if stdin_open => match f {
+                        Some(f) => f,
+                        None => {
+                            stdin_open = false;
+                            continue;
+                        }
+                    },
+                    else => break,
+                };
+                if wr.write_all(&frame).await.is_err() {
+                    break;
+                }
             }
-        }
-        wr
-    });
-    drop(to_agent);
+            wr
+        })
+    };
 
     let (out_tx, out_join) = writer(stdio.stdout);
     let (err_tx, err_join) = writer(stdio.stderr);
+    // After a SIGKILL the agent may be stuck behind a full stdin queue and
+    // never read it: then dropping the session is what kills the command.
+    let kill_deadline = async {
+        killed.notified().await;
+        tokio::time::sleep(KILL_GRACE).await;
+    };
+    tokio::pin!(kill_deadline);
     let result = loop {
-        match read_frame(&mut rd).await {
+        let frame = tokio::select! {
+            f = read_frame(&mut rd) => f,
+            () = &mut kill_deadline => break Ok(ExitStatus { code: None, signal: Some(9) }),
+        };
+        match frame {
             Ok(Some((Kind::Stdout, data))) => {
-                let _ = out_tx.send(data);
+                let _ = out_tx.send(data).await;
             }
             Ok(Some((Kind::Stderr, data))) => {
-                let _ = err_tx.send(data);
+                let _ = err_tx.send(data).await;
             }
             Ok(Some((Kind::Exit, payload))) => {
                 break wire::decode::<Exit>(Kind::Exit, &payload)
@@ -208,4 +315,42 @@ pub async fn run(
     })
     .await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_starts_after_its_own_sync_whatever_came_before() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut rd, _wr) = a.into_split();
+        let (_, mut peer) = b.into_split();
+        let nonce = nonce();
+        let mut other = nonce;
+        other[0] ^= 1;
+        // An old session's leftovers: a partial frame, a ready hello, another nonce's sync.
+        let mut stream = vec![b'O', 9, 0];
+        stream.extend(wire::encode(Kind::Hello, b"{}"));
+        stream.extend(wire::encode(Kind::Sync, &other));
+        stream.extend(wire::encode(Kind::Sync, &nonce));
+        stream.extend(wire::encode(Kind::Stdout, b"after"));
+        // Written in two pieces that split the marker.
+        let cut = stream.len() - 12;
+        let (first, second) = stream.split_at(cut);
+        let (first, second) = (first.to_vec(), second.to_vec());
+        tokio::spawn(async move {
+            peer.write_all(&first).await.unwrap();
+            tokio::task::yield_now().await;
+            peer.write_all(&second).await.unwrap();
+        });
+        let rest = skip_to(&mut rd, &wire::encode(Kind::Sync, &nonce)).await.unwrap();
+        let mut reader: Reader = AsyncReadExt::chain(std::io::Cursor::new(rest), rd);
+        assert_eq!(read_frame(&mut reader).await.unwrap(), Some((Kind::Stdout, b"after".to_vec())));
+    }
+
+    #[test]
+    fn nonces_differ_between_sessions() {
+        assert_ne!(nonce(), nonce());
+    }
 }

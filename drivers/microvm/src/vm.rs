@@ -153,8 +153,17 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Vec<String> {
     a
 }
 
-/// The number of ports a box has: one health check, EXEC_PORTS for commands.
+/// The most ports a box has: one health check, EXEC_PORTS for commands.
 pub const PORTS: usize = EXEC_PORTS + 1;
+
+/// The ports a box with `memory_mib` gets (health check included). The
+/// guest fills each port's receive queue with 1024 pages, 4 MiB of kernel
+/// memory a port: a 128 MiB box with every port would keep 10 MiB free.
+/// So one command at a time per 128 MiB, from one to EXEC_PORTS; more
+/// commands wait for a port.
+pub fn ports_for(memory_mib: u64) -> usize {
+    1 + ((memory_mib / 128) as usize).clamp(1, EXEC_PORTS)
+}
 
 /// The pid in `file`, if it names a live process whose command line
 /// mentions `dir` (so a recycled pid is never mistaken for the VM).
@@ -230,6 +239,16 @@ mod tests {
             ports: PORTS,
             tsc_khz: Some(2_900_000),
         }
+    }
+
+    #[test]
+    fn concurrent_commands_grow_with_memory_up_to_the_port_count() {
+        assert_eq!(ports_for(128), 2);
+        assert_eq!(ports_for(255), 2);
+        assert_eq!(ports_for(256), 3);
+        assert_eq!(ports_for(512), 5);
+        assert_eq!(ports_for(2048), PORTS);
+        assert_eq!(ports_for(1 << 20), PORTS);
     }
 
     #[test]

@@ -30,6 +30,9 @@ const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
 
 static NEXT_EXEC: AtomicU64 = AtomicU64::new(0);
 
+/// Stdin frames queued for a command before the port stops being read.
+const STDIN_QUEUE: usize = 8;
+
 fn log(msg: std::fmt::Arguments<'_>) {
     eprintln!("tinybox-agent: {msg}");
 }
@@ -191,53 +194,82 @@ fn hello() -> Hello {
     }
 }
 
+/// What a port does next, once a session is over.
+enum Next {
+    /// Wait for a host to begin one.
+    Idle,
+    /// A host already has: answer it.
+    Begin(Vec<u8>),
+}
+
 fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
     let file = Arc::new(std::fs::OpenOptions::new().read(true).write(true).open(dev)?);
+    let port = Port { file: file.clone(), writing: Arc::new(Mutex::new(())) };
+    let mut next = Next::Idle;
     loop {
-        // Blocks until a host connects: the hello opens every session.
-        set_nonblocking(&file, false)?;
-        if let Err(e) = wire::write_frame(&mut &*file, Kind::Hello, &serde_json::to_vec(&hello())?) {
+        let nonce = match next {
+            Next::Begin(nonce) => nonce,
+            Next::Idle => wait_for_begin(&port, dev)?,
+        };
+        port.send(Kind::Sync, &nonce)?;
+        port.send(Kind::Hello, &serde_json::to_vec(&hello())?)?;
+        next = if control {
+            Next::Idle
+        } else {
+            session(&port).unwrap_or_else(|e| {
+                log(format_args!("{}: {e}", dev.display()));
+                Next::Idle
+            })
+        };
+    }
+}
+
+/// Greets until a host connects and sends a begin; its nonce.
+fn wait_for_begin(port: &Port, dev: &Path) -> io::Result<Vec<u8>> {
+    loop {
+        // Blocks until a host is connected (the ready signal at boot).
+        set_nonblocking(&port.file, false)?;
+        let greeting = wire::write_frame(&mut &*port.file, Kind::Hello, &serde_json::to_vec(&hello())?);
+        set_nonblocking(&port.file, true)?;
+        if let Err(e) = greeting {
             log(format_args!("{}: hello: {e}", dev.display()));
             std::thread::sleep(Duration::from_millis(100));
             continue;
         }
-        set_nonblocking(&file, true)?;
-        let port = Port { file: file.clone(), writing: Arc::new(Mutex::new(())) };
-        if control {
-            drain(&port);
-        } else if let Err(e) = session(&port) {
-            log(format_args!("{}: {e}", dev.display()));
-            drain(&port);
+        // Read until a begin; the end of the stream means no host is
+        // connected (greet again); anything else was left by an old session.
+        loop {
+            match wire::read_frame(&mut &*port) {
+                Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => return Ok(nonce),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
         }
     }
-}
-
-/// Reads and drops whatever the host sends until it disconnects.
-fn drain(port: &Port) {
-    let mut buf = [0u8; 4096];
-    while matches!((&*port).read(&mut buf), Ok(n) if n > 0) {}
 }
 
 /// What ends a running command's session.
 enum Event {
     Exited(std::process::ExitStatus),
-    HostGone,
+    /// The host left (`None`) or another began a session (its nonce).
+    HostGone(Option<Vec<u8>>),
 }
 
-fn session(port: &Port) -> io::Result<()> {
+/// Runs one session's command; what the port does next.
+fn session(port: &Port) -> io::Result<Next> {
     let mut reader = port;
-    let exec: Exec = match wire::read_frame(&mut reader)? {
-        None => return Ok(()),
-        Some((Kind::Exec, payload)) => wire::decode(Kind::Exec, &payload)?,
-        Some((kind, _)) => {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("expected an exec frame, got {kind:?}")));
+    let exec: Exec = loop {
+        match wire::read_frame(&mut reader) {
+            Ok(None) | Err(_) => return Ok(Next::Idle),
+            Ok(Some((Kind::Exec, payload))) => break wire::decode(Kind::Exec, &payload)?,
+            Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => return Ok(Next::Begin(nonce)),
+            Ok(Some((kind, _))) => log(format_args!("expected an exec frame, got {kind:?}")),
         }
     };
     if exec.argv.is_empty() {
         port.send(Kind::Stderr, b"tinybox: an empty argument vector cannot run\n")?;
         port.send(Kind::Exit, &serde_json::to_vec(&Exit { code: Some(127), signal: None })?)?;
-        drain(port);
-        return Ok(());
+        return Ok(after_exit(port));
     }
     let group = Group::new();
     let mut cmd = match &group.cgroup {
@@ -265,16 +297,17 @@ fn session(port: &Port) -> io::Result<()> {
             let msg = format!("tinybox: cannot run {} in {}: {e}\n", exec.argv[0], exec.cwd);
             port.send(Kind::Stderr, msg.as_bytes())?;
             port.send(Kind::Exit, &serde_json::to_vec(&Exit { code: Some(127), signal: None })?)?;
-            drain(port);
-            return Ok(());
+            return Ok(after_exit(port));
         }
     };
     let pid = Pid::from_child(&child);
     let (events, ended) = mpsc::channel::<Event>();
 
-    // stdin: its own thread, so a command that does not read never stops
-    // this session from seeing signals or the host leaving.
-    let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+    // stdin: its own thread, so a command that does not read at once does
+    // not stop this session from seeing signals or the host leaving. The
+    // queue is short: when it is full the port is not read, which holds
+    // the host back (a box's memory is small; stdin can be gigabytes).
+    let (stdin_tx, stdin_rx) = mpsc::sync_channel::<Vec<u8>>(STDIN_QUEUE);
     let mut stdin = child.stdin.take();
     std::thread::spawn(move || {
         for chunk in stdin_rx {
@@ -326,14 +359,18 @@ fn session(port: &Port) -> io::Result<()> {
                             group.signal(pid, s.signal);
                         }
                     }
+                    Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => {
+                        let _ = events.send(Event::HostGone(Some(nonce)));
+                        return;
+                    }
                     Ok(Some((kind, _))) => log(format_args!("unexpected {kind:?} frame during a command")),
                     Ok(None) | Err(_) => break,
                 }
             }
-            let _ = events.send(Event::HostGone);
+            let _ = events.send(Event::HostGone(None));
         });
     }
-    match ended.recv().expect("the waiter or the reader reports") {
+    let next = match ended.recv().expect("the waiter or the reader reports") {
         Event::Exited(status) => {
             // Whatever the command left running ends with it.
             group.kill(pid);
@@ -341,18 +378,37 @@ fn session(port: &Port) -> io::Result<()> {
             let _ = err.join();
             let exit = Exit { code: status.code(), signal: status.signal() };
             port.send(Kind::Exit, &serde_json::to_vec(&exit)?)?;
-            // The host closes after the exit; wait for that.
-            while let Ok(Event::Exited(_)) = ended.recv() {}
+            // The session lasts until the host leaves or another begins.
+            loop {
+                match ended.recv() {
+                    Ok(Event::HostGone(nonce)) => break nonce,
+                    Ok(Event::Exited(_)) => {}
+                    Err(_) => break None,
+                }
+            }
         }
-        Event::HostGone => {
+        Event::HostGone(nonce) => {
             group.kill(pid);
-            while let Ok(Event::HostGone) = ended.recv() {}
+            while let Ok(Event::HostGone(_)) = ended.recv() {}
             let _ = out.join();
             let _ = err.join();
+            nonce
+        }
+    };
+    group.remove();
+    Ok(next.map(Next::Begin).unwrap_or(Next::Idle))
+}
+
+/// After an exit sent outside a running command: the session lasts until
+/// the host leaves or another begins.
+fn after_exit(port: &Port) -> Next {
+    loop {
+        match wire::read_frame(&mut &*port) {
+            Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => return Next::Begin(nonce),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return Next::Idle,
         }
     }
-    group.remove();
-    Ok(())
 }
 
 /// The processes of one command: its cgroup when the guest has one, else

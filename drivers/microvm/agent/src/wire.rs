@@ -2,24 +2,31 @@
 //! virtio-serial port.
 //!
 //! A frame is a kind byte, a little-endian `u32` payload length, and the
-//! payload: JSON for control frames, raw bytes for streams. One connection
-//! is one session:
+//! payload: JSON for control frames, raw bytes for streams.
 //!
-//! 1. The agent writes [`Kind::Hello`] with a [`Hello`]. Its write blocks in
-//!    the guest kernel until the host side of the port is connected, which
-//!    is what makes the hello the VM's ready signal and the start of every
-//!    session.
-//! 2. The host either closes (a health check: the hello was the answer) or
+//! Connections come and go on a port, and the guest cannot always tell when
+//! one ended and the next began (a host may leave and the next arrive
+//! before the guest has seen the first go). So a session is opened by the
+//! host, in-band, with a nonce:
+//!
+//! 1. While no session is open, the agent writes [`Kind::Hello`] with a
+//!    [`Hello`]. Its write blocks in the guest kernel until a host is
+//!    connected: this first hello is the VM's ready signal.
+//! 2. The host sends [`Kind::Begin`] with 16 random bytes, then reads and
+//!    discards everything until the exact frame [`Kind::Sync`] carrying
+//!    the same bytes: whatever came before it belonged to someone else.
+//!    The agent answers a begin with that sync and a fresh hello.
+//! 3. The host either closes (a health check: the hello was the answer) or
 //!    sends [`Kind::Exec`] with an [`Exec`].
-//! 3. While the command runs: the host sends [`Kind::Stdin`] (an empty
+//! 4. While the command runs: the host sends [`Kind::Stdin`] (an empty
 //!    payload closes the command's stdin) and [`Kind::Signal`]; the agent
 //!    sends [`Kind::Stdout`] and [`Kind::Stderr`].
-//! 4. The agent ends the session with exactly one [`Kind::Exit`] (an
+//! 5. The agent ends the session with exactly one [`Kind::Exit`] (an
 //!    [`Exit`]). A command that could not start still ends with an exit
 //!    (127, the shell's "cannot run"), with the reason on stderr.
 //!
-//! The host closing its end at any point ends the session: the agent kills
-//! everything the command started and waits for the next connection.
+//! The host closing its end, or another begin arriving, ends the session:
+//! the agent kills everything the command started.
 
 use std::io::{self, Read, Write};
 
@@ -45,6 +52,10 @@ pub const EXEC_PORTS: usize = 8;
 pub enum Kind {
     /// guest → host, JSON [`Hello`].
     Hello = b'H',
+    /// host → guest, a 16-byte nonce: open a session.
+    Begin = b'B',
+    /// guest → host, the begin's nonce: the session's frames follow.
+    Sync = b'S',
     /// host → guest, JSON [`Exec`].
     Exec = b'E',
     /// host → guest, bytes for the command's stdin; empty closes it.
@@ -63,6 +74,8 @@ impl Kind {
     pub fn from_byte(b: u8) -> Option<Kind> {
         Some(match b {
             b'H' => Kind::Hello,
+            b'B' => Kind::Begin,
+            b'S' => Kind::Sync,
             b'E' => Kind::Exec,
             b'I' => Kind::Stdin,
             b'K' => Kind::Signal,
@@ -116,6 +129,9 @@ pub struct Exit {
     #[serde(default)]
     pub signal: Option<i32>,
 }
+
+/// The length of a session's nonce.
+pub const NONCE: usize = 16;
 
 /// A frame that broke the rules.
 fn bad(msg: String) -> io::Error {
@@ -220,7 +236,17 @@ mod tests {
 
     #[test]
     fn every_kind_byte_maps_back() {
-        for k in [Kind::Hello, Kind::Exec, Kind::Stdin, Kind::Signal, Kind::Stdout, Kind::Stderr, Kind::Exit] {
+        for k in [
+            Kind::Hello,
+            Kind::Begin,
+            Kind::Sync,
+            Kind::Exec,
+            Kind::Stdin,
+            Kind::Signal,
+            Kind::Stdout,
+            Kind::Stderr,
+            Kind::Exit,
+        ] {
             assert_eq!(Kind::from_byte(k as u8), Some(k));
         }
     }
