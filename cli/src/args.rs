@@ -238,26 +238,30 @@ impl BoxArgs {
         Ok(spec)
     }
 
-    /// `--option` pairs and `--accel`, as one map. A key given twice with
-    /// different values is refused rather than one silently winning.
+    /// `--option` pairs and `--accel`, as one map.
     fn options(&self) -> Result<BTreeMap<String, String>, String> {
-        let accel = self.accel.iter().map(|a| ("accel".to_owned(), a.clone()));
-        let mut options = BTreeMap::new();
-        for (key, value) in self.options.iter().cloned().chain(accel) {
-            match options.get(&key) {
-                Some(earlier) if *earlier != value => {
-                    let hint = if key == "accel" { " (--accel sets it too)" } else { "" };
-                    return Err(format!(
-                        "option {key} is given twice, as {earlier:?} and {value:?}; give it once{hint}"
-                    ));
-                }
-                _ => {
-                    options.insert(key, value);
-                }
+        create_options(&self.options, self.accel.as_deref())
+    }
+}
+
+/// `--option` pairs and `--accel`, as one map (for `create`, `run` and
+/// `drivers verify`). A key given twice with different values is refused
+/// rather than one silently winning.
+pub fn create_options(pairs: &[(String, String)], accel: Option<&str>) -> Result<BTreeMap<String, String>, String> {
+    let accel = accel.map(|a| ("accel".to_owned(), a.to_owned()));
+    let mut options = BTreeMap::new();
+    for (key, value) in pairs.iter().cloned().chain(accel) {
+        match options.get(&key) {
+            Some(earlier) if *earlier != value => {
+                let hint = if key == "accel" { " (--accel sets it too)" } else { "" };
+                return Err(format!("option {key} is given twice, as {earlier:?} and {value:?}; give it once{hint}"));
+            }
+            _ => {
+                options.insert(key, value);
             }
         }
-        Ok(options)
     }
+    Ok(options)
 }
 
 /// How a command runs.
@@ -360,6 +364,35 @@ mod tests {
         // Saying the same thing twice is not a conflict.
         let spec = create_spec(&["--accel", "tcg", "--option", "accel=tcg"]).unwrap();
         assert_eq!(spec.options, options(&[("accel", "tcg")]));
+    }
+
+    /// The create options `tinybox drivers verify ARGS` gives the kit's boxes.
+    fn verify_options(args: &[&str]) -> Result<BTreeMap<String, String>, String> {
+        let mut all = vec!["drivers", "verify", "microvm"];
+        all.extend_from_slice(args);
+        let cli = parse(&all).map_err(|e| e.to_string())?;
+        let Command::Drivers(d) = cli.command else { panic!("parsed as another verb") };
+        let Some(crate::commands::drivers::DriversAction::Verify(v)) = d.action else { panic!("not verify") };
+        create_options(&v.options, v.accel.as_deref())
+    }
+
+    #[test]
+    fn verify_takes_the_same_options_as_create() {
+        assert!(verify_options(&[]).unwrap().is_empty(), "no option unless asked");
+        assert_eq!(verify_options(&["--accel", "tcg"]).unwrap(), options(&[("accel", "tcg")]));
+        assert_eq!(
+            verify_options(&["--option", "cpu=max", "--option", "note=", "--accel", "kvm"]).unwrap(),
+            options(&[("accel", "kvm"), ("cpu", "max"), ("note", "")])
+        );
+        let err = verify_options(&["--accel", "kvm", "--option", "accel=tcg"]).unwrap_err();
+        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (--accel sets it too)"#);
+        let err = parse(&["drivers", "verify", "microvm", "--accel", "hvf"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        for bad in ["accel", "=tcg", ""] {
+            let err = parse(&["drivers", "verify", "microvm", "--option", bad]).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+            assert!(err.to_string().contains("is not an option KEY=VALUE with a non-empty KEY"), "{err}");
+        }
     }
 
     #[test]

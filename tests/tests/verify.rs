@@ -11,11 +11,14 @@ use tinybox_tests::{Cli, have, install_test_driver, skip};
 /// `tinybox drivers verify NAME --json` with drivers also found in `dirs`:
 /// (exit status, the parsed report, stderr).
 fn verify_json(cli: &Cli, dirs: &[&Path], name: &str) -> (i32, Value, String) {
-    let out = cli
-        .cmd_with_drivers(dirs, &["--json", "drivers", "verify", name])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run tinybox");
+    verify_json_with(cli, dirs, &[name])
+}
+
+/// `tinybox drivers verify ARGS --json` (ARGS: the name, then flags).
+fn verify_json_with(cli: &Cli, dirs: &[&Path], args: &[&str]) -> (i32, Value, String) {
+    let mut all = vec!["--json", "drivers", "verify"];
+    all.extend_from_slice(args);
+    let out = cli.cmd_with_drivers(dirs, &all).stdin(std::process::Stdio::null()).output().expect("run tinybox");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{stderr}"));
@@ -249,6 +252,92 @@ fn a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name() {
         "protocol.invalid_params",
     ] {
         assert_status(&v, claim, "fail");
+    }
+    assert_no_boxes(&cli);
+}
+
+/// The claims a report's declaration makes: what the kit must have probed.
+fn declared_claims(v: &Value) -> Vec<String> {
+    let d = &v["report"]["declared"];
+    let level = |l: &str| ["none", "process", "kernel", "hardware"].iter().position(|x| *x == l).expect("a level");
+    let isolation = level(d["isolation"].as_str().expect("isolation"));
+    let has = |list: &str, item: &str| d[list].as_array().is_some_and(|a| a.iter().any(|x| x == item));
+    let mut claims = Vec::new();
+    let mut add = |yes: bool, name: &str| {
+        if yes {
+            claims.push(name.to_owned());
+        }
+    };
+    add(isolation >= level("process"), "isolation.process.cannot_signal_caller");
+    for name in ["host_processes", "env_clean", "only_stdio_fds"] {
+        add(isolation >= level("kernel"), &format!("isolation.kernel.{name}"));
+    }
+    add(isolation >= level("hardware"), "isolation.hardware.own_kernel");
+    for limit in ["cpu", "memory", "pids", "disk"] {
+        add(has("features", "resource_limits") && has("limits", limit), &format!("limit.{limit}"));
+    }
+    add(d["network_deny"] == true, "network.deny");
+    add(d["snapshot"] != "none", "snapshot.filesystem");
+    for feature in ["fork", "port_forward", "pause_resume"] {
+        add(has("features", feature), &format!("feature.{feature}"));
+    }
+    for c in v["report"]["claims"].as_array().expect("claims") {
+        let name = c["name"].as_str().expect("name");
+        add(name.starts_with("protocol."), name);
+    }
+    claims
+}
+
+#[test]
+fn microvm_passes_its_claims_under_emulation() {
+    const TEST: &str = "microvm_passes_its_claims_under_emulation";
+    tinybox_tests::need_microvm!(TEST);
+    let cli = Cli::new();
+    let (code, v, err) = verify_json_with(&cli, &[], &["microvm", "--accel", "tcg"]);
+    let claims = serde_json::to_string_pretty(&v["report"]["claims"]).unwrap();
+    assert_eq!(v["report"]["create_options"], serde_json::json!({"accel": "tcg"}), "{v}");
+    let declared = declared_claims(&v);
+    for c in v["report"]["claims"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        // Every declared claim probed and borne out: no FAIL, no SKIPPED.
+        let want = if declared.iter().any(|d| d == name) { "pass" } else { "not_claimed" };
+        assert_eq!(c["status"], want, "claim {name}: {c}\n{claims}\n{err}");
+    }
+    for claim in ["isolation.kernel.host_processes", "limit.cpu", "limit.memory", "network.deny"] {
+        assert!(
+            declared.iter().any(|d| d == claim),
+            "microvm declares {claim} under emulation: {}",
+            v["report"]["declared"]
+        );
+    }
+    if v["report"]["declared"]["isolation"] == "kernel" {
+        // No KVM here: an emulated guest is never claimed to be hardware isolation.
+        assert_status(&v, "isolation.hardware.own_kernel", "not_claimed");
+    }
+    assert_eq!(code, 0, "{err}\n{claims}");
+    assert_eq!(v["passed"], true);
+    assert_operations(&v);
+    assert_no_boxes(&cli);
+    let left = tinybox_tests::microvm::processes_under(cli.home.path());
+    assert_eq!(left, vec![], "the kit left VMs running");
+
+    // Without --accel on a machine whose KVM cannot run a guest, the driver
+    // refuses every box: the kit says so, with the driver's reason, and
+    // skips each claim rather than failing or crashing.
+    if v["report"]["declared"]["isolation"] != "kernel" {
+        return skip(TEST, "the refusal without --accel: KVM runs guests here, so boxes are made without it");
+    }
+    let (code, v, err) = verify_json_with(&cli, &[], &["microvm"]);
+    assert_eq!(code, 0, "skipped claims are not failures: {err}\n{v}");
+    assert!(v["report"].get("create_options").is_none(), "{v}");
+    let ops = v["report"]["operations"].as_array().unwrap();
+    assert!(ops.iter().any(|o| o["op"] == "create" && o["ok"] == false), "{v}");
+    for claim in ["isolation.kernel.host_processes", "limit.cpu", "network.deny", "protocol.large_binary_stream"] {
+        assert_status(&v, claim, "skipped");
+        let c = v["report"]["claims"].as_array().unwrap().iter().find(|c| c["name"] == claim).unwrap();
+        let detail = c["detail"].as_str().unwrap();
+        assert!(detail.starts_with("no box could be made: "), "{detail}");
+        assert!(detail.contains("--accel tcg"), "the driver's refusal names the way out: {detail}");
     }
     assert_no_boxes(&cli);
 }

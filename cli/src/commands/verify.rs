@@ -6,7 +6,7 @@ use tinybox_core::Error;
 use tinybox_core::verify::{self, Options, Report, Status};
 
 use super::App;
-use crate::output;
+use crate::{args, output};
 
 #[derive(Debug, Args)]
 pub struct VerifyCmd {
@@ -15,11 +15,18 @@ pub struct VerifyCmd {
     /// The image boxes start from when the sandbox takes images.
     #[arg(long, value_name = "REF", default_value = verify::DEFAULT_IMAGE)]
     pub image: String,
+    /// microvm: make the kit's boxes with hardware virtualization (kvm) or emulation (tcg).
+    #[arg(long, value_parser = ["kvm", "tcg"], value_name = "ACCEL")]
+    pub accel: Option<String>,
+    /// A sandbox-specific create option for every box the kit makes: KEY=VALUE (repeatable).
+    #[arg(long = "option", value_parser = args::parse_option, value_name = "KEY=VALUE")]
+    pub options: Vec<(String, String)>,
 }
 
 impl VerifyCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let opts = Options { image: Some(self.image) };
+        let create_options = args::create_options(&self.options, self.accel.as_deref()).map_err(Error::Refused)?;
+        let opts = Options { image: Some(self.image), create_options };
         let report = verify::verify(&app.engine, &self.name, &opts).await.map_err(|e| Error::Refused(e.0))?;
         let passed = report.passed();
         if let Err(e) = verify::cache::save(&app.store_dir, &report, app.engine.now()) {
@@ -35,12 +42,14 @@ impl VerifyCmd {
 }
 
 fn print(r: &Report) {
+    let options: Vec<String> = r.create_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
     println!(
-        "sandbox {} ({}), isolation {}, boxes from {}",
+        "sandbox {} ({}), isolation {}, boxes from {}{}",
         r.sandbox,
         r.driver_path.as_deref().unwrap_or("built in"),
         r.declared.isolation,
-        r.source
+        r.source,
+        if options.is_empty() { String::new() } else { format!(", create options {}", options.join(", ")) }
     );
     let mut t = output::table(&["CLAIM", "RESULT", "LATENCY", "DETAIL"]);
     for c in &r.claims {

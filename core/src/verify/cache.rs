@@ -2,6 +2,7 @@
 //! of the executable>.json`. A rebuilt or replaced driver has another
 //! digest, so a result never outlives the binary it was earned by.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,10 @@ pub struct Cached {
     pub verified_at: u64,
     /// The tinybox whose kit ran (claims may be added in later versions).
     pub kit_version: String,
+    /// The create options the kit's boxes were made with (a verdict holds
+    /// for boxes made with them, e.g. a microVM's `accel=tcg`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub create_options: BTreeMap<String, String>,
 }
 
 fn dir(store: &Path) -> PathBuf {
@@ -46,6 +51,7 @@ pub fn save(store: &Path, report: &Report, now: u64) -> std::io::Result<()> {
         skipped: count(Status::Skipped),
         verified_at: now,
         kit_version: env!("CARGO_PKG_VERSION").into(),
+        create_options: report.create_options.clone(),
     };
     std::fs::create_dir_all(dir(store))?;
     let tmp = dir(store).join(format!(".{digest}.{}", std::process::id()));

@@ -79,14 +79,57 @@ async fn sh(kit: &Kit<'_>, id: &BoxId, script: &str) -> Result<super::Output> {
     run(kit.tb, id, &["sh", "-c", script], &[], std::future::pending()).await
 }
 
+/// What the box sees at the bystander's pid: `seen` when `/proc/<pid>` in
+/// the box shows a `sleep` (the bystander is visible), `comm` the name of
+/// whatever process has that pid there, and `kill -0`'s status.
+struct Reach {
+    seen: bool,
+    comm: Option<String>,
+    rc: Option<i32>,
+}
+
+impl Reach {
+    /// `kill -0` reached a process that is demonstrably not the caller's:
+    /// one of the box's own, which happens to have the same number in the
+    /// box's pid space (a VM's kernel threads have small pids, and so does
+    /// a host whose pids have wrapped).
+    fn someone_else(&self) -> Option<&str> {
+        self.comm.as_deref().filter(|c| !self.seen && *c != "sleep")
+    }
+}
+
+async fn reach(kit: &Kit<'_>, id: &BoxId, pid: u32) -> Result<(Reach, super::Output)> {
+    let script = format!(
+        "if grep -q sleep /proc/{pid}/cmdline 2>/dev/null; then echo visible; fi; \
+         c=$(cat /proc/{pid}/comm 2>/dev/null) && echo \"comm=$c\"; kill -0 {pid} 2>/dev/null; echo rc=$?"
+    );
+    let out = sh(kit, id, &script).await?;
+    let comm = out.stdout.lines().find_map(|l| l.strip_prefix("comm=")).map(|c| c.trim().to_owned());
+    let r = Reach {
+        seen: out.stdout.lines().any(|l| l.trim() == "visible"),
+        comm: comm.filter(|c| !c.is_empty()),
+        rc: rc_of(&out.stdout),
+    };
+    Ok((r, out))
+}
+
 /// Process: `kill -0` from the box on a process of the caller's must fail.
 async fn cannot_signal(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
     let by = Bystander::start()?;
-    let out = sh(kit, id, &format!("kill -0 {} 2>/dev/null; echo rc=$?", by.pid())).await?;
-    Ok(match rc_of(&out.stdout) {
+    let pid = by.pid();
+    let (r, out) = reach(kit, id, pid).await?;
+    Ok(match r.rc {
         None => (Status::Fail, format!("the probe printed nothing ({}): {}", out.status, out.stderr_line())),
-        Some(0) => (Status::Fail, format!("the box signalled the caller's process {} (kill -0 succeeded)", by.pid())),
-        Some(rc) => (Status::Pass, format!("kill -0 {} from the box failed (status {rc})", by.pid())),
+        Some(0) => match r.someone_else() {
+            Some(comm) => (
+                Status::Pass,
+                format!(
+                    "pid {pid} in the box is the box's own process {comm:?}, not the caller's sleep: the box cannot name the caller's process"
+                ),
+            ),
+            None => (Status::Fail, format!("the box signalled the caller's process {pid} (kill -0 succeeded)")),
+        },
+        Some(rc) => (Status::Pass, format!("kill -0 {pid} from the box failed (status {rc})")),
     })
 }
 
@@ -94,15 +137,20 @@ async fn cannot_signal(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
 async fn host_processes(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
     let by = Bystander::start()?;
     let pid = by.pid();
-    let script = format!(
-        "if [ -e /proc/{pid}/cmdline ] && grep -q sleep /proc/{pid}/cmdline 2>/dev/null; then echo visible; else echo hidden; fi; kill -0 {pid} 2>/dev/null; echo rc=$?"
-    );
-    let out = sh(kit, id, &script).await?;
-    let visible = out.stdout.lines().any(|l| l.trim() == "visible");
-    Ok(match rc_of(&out.stdout) {
+    let (r, out) = reach(kit, id, pid).await?;
+    Ok(match r.rc {
         None => (Status::Fail, format!("the probe printed nothing ({}): {}", out.status, out.stderr_line())),
-        Some(0) => (Status::Fail, format!("the caller's process {pid} is signalable from the box (kill -0 succeeded)")),
-        Some(_) if visible => (Status::Fail, format!("the caller's process {pid} is visible in the box's /proc")),
+        Some(0) if r.someone_else().is_none() => {
+            (Status::Fail, format!("the caller's process {pid} is signalable from the box (kill -0 succeeded)"))
+        }
+        Some(_) if r.seen => (Status::Fail, format!("the caller's process {pid} is visible in the box's /proc")),
+        Some(0) => (
+            Status::Pass,
+            format!(
+                "the caller's process {pid} is absent from the box's /proc; pid {pid} there is the box's own {:?}",
+                r.comm.as_deref().unwrap_or_default()
+            ),
+        ),
         Some(_) => {
             (Status::Pass, format!("the caller's process {pid} is absent from the box's /proc and kill -0 fails"))
         }
@@ -186,27 +234,103 @@ async fn own_kernel(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
 }
 
 /// cpu: the quota the box's cgroup files show matches the cap asked for.
+/// With no quota in force (no such file, or it reads `max`), the cap can
+/// only be the number of CPUs the box may use (a microVM's vCPUs, a
+/// cpuset): that count must be the cap, on a host with more CPUs than that.
 async fn cpu(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
-    let script = "if [ -r /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max; \
+    let script = "if [ -r /sys/fs/cgroup/cpu.max ]; then echo \"quota=$(cat /sys/fs/cgroup/cpu.max)\"; \
                   elif [ -r /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then \
-                  echo \"$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)\"; fi";
+                  echo \"quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)\"; fi; \
+                  unset OMP_NUM_THREADS OMP_THREAD_LIMIT; echo \"nproc=$(nproc 2>/dev/null)\"; \
+                  echo \"online=$(cat /sys/devices/system/cpu/online 2>/dev/null)\"; cat /proc/self/status 2>/dev/null; true";
     let out = sh(kit, id, script).await?;
-    let line = out.stdout.trim();
-    if line.is_empty() {
-        return Ok((Status::Skipped, "no cgroup cpu quota file is visible in the box to read the quota from".into()));
-    }
-    let mut words = line.split_whitespace();
+    let host = std::thread::available_parallelism().map(usize::from).unwrap_or(1);
+    Ok(cpu_verdict(&out.stdout, host))
+}
+
+/// The cpu probe's verdict from what the box printed and the host's CPU count.
+fn cpu_verdict(stdout: &str, host: usize) -> Verdict {
+    let field = |name: &str| stdout.lines().find_map(|l| l.trim().strip_prefix(name)).map(str::trim);
+    let quota_line = field("quota=").unwrap_or("");
+    let mut words = quota_line.split_whitespace();
     let (quota, period) = (words.next().unwrap_or(""), words.next().and_then(|p| p.parse::<f64>().ok()));
     let quota = quota.parse::<f64>().ok().filter(|q| *q > 0.0);
-    Ok(match (quota, period) {
+    match (quota, period) {
         (Some(q), Some(p)) if p > 0.0 && (q / p - CAP_CPUS).abs() < 0.011 => {
-            (Status::Pass, format!("cgroup quota {q}/{p} = {:.2} cpus, as asked ({CAP_CPUS})", q / p))
+            return (Status::Pass, format!("cgroup quota {q}/{p} = {:.2} cpus, as asked ({CAP_CPUS})", q / p));
         }
         (Some(q), Some(p)) if p > 0.0 => {
-            (Status::Fail, format!("cgroup quota {q}/{p} = {:.2} cpus, but {CAP_CPUS} was asked", q / p))
+            return (Status::Fail, format!("cgroup quota {q}/{p} = {:.2} cpus, but {CAP_CPUS} was asked", q / p));
         }
-        _ => (Status::Fail, format!("no cpu quota in force in the box's cgroup (it reads {line:?})")),
-    })
+        _ => {}
+    }
+    let no_quota = if quota_line.is_empty() {
+        "no cgroup cpu quota file is visible in the box".to_owned()
+    } else {
+        format!("the box's cgroup sets no cpu quota (it reads {quota_line:?})")
+    };
+    // The CPUs the box may use: what `nproc` says (its affinity), and the
+    // kernel's own account, the allowed CPUs that are online.
+    let nproc = field("nproc=").and_then(|n| n.parse::<usize>().ok());
+    let allowed = field("Cpus_allowed_list:").and_then(cpu_list);
+    let online = field("online=").and_then(cpu_list);
+    let listed = allowed.map(|a| match &online {
+        Some(on) => a.intersection(on).count(),
+        None => a.len(),
+    });
+    let mut seen = Vec::new();
+    if let Some(n) = nproc {
+        seen.push(format!("nproc {n}"));
+    }
+    if let Some(n) = listed {
+        seen.push(format!("{n} in Cpus_allowed_list and online"));
+    }
+    let Some(count) = nproc.into_iter().chain(listed).max() else {
+        return (
+            Status::Skipped,
+            format!("{no_quota}, and the box's CPUs cannot be counted (no nproc, no Cpus_allowed_list)"),
+        );
+    };
+    let seen = seen.join(", ");
+    let count_f = count as f64;
+    if count_f > CAP_CPUS + 0.011 {
+        (Status::Fail, format!("{no_quota}, and the box can use {count} CPUs ({seen}), over the cap of {CAP_CPUS}"))
+    } else if host <= count {
+        (
+            Status::Skipped,
+            format!(
+                "{no_quota}; the box can use {count} CPU ({seen}), but this host has only {host}, so the count shows no cap (inconclusive)"
+            ),
+        )
+    } else if (count_f - CAP_CPUS).abs() < 0.011 {
+        (
+            Status::Pass,
+            format!(
+                "{no_quota}; the cap is the CPU count: the box can use {count} of the host's {host} CPUs ({seen}), as asked ({CAP_CPUS})"
+            ),
+        )
+    } else {
+        (Status::Fail, format!("{no_quota}, and the box can use {count} CPUs ({seen}), but {CAP_CPUS} was asked"))
+    }
+}
+
+/// The CPUs of a kernel cpu list such as `0-3,8,10-11`.
+fn cpu_list(s: &str) -> Option<std::collections::BTreeSet<u32>> {
+    let mut cpus = std::collections::BTreeSet::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.parse::<u32>().ok()?, hi.parse::<u32>().ok()?),
+            None => {
+                let n = part.parse::<u32>().ok()?;
+                (n, n)
+            }
+        };
+        if hi < lo || hi - lo > 65536 {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    (!cpus.is_empty()).then_some(cpus)
 }
 
 /// memory: allocating well over the cap is refused or killed, while a
@@ -386,4 +510,77 @@ fn fetch(port: u16, marker: &str, within: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the cpu probe's script prints in a box.
+    fn printed(quota: Option<&str>, nproc: &str, online: &str, allowed: &str) -> String {
+        let quota = quota.map(|q| format!("quota={q}\n")).unwrap_or_default();
+        format!("{quota}nproc={nproc}\nonline={online}\nName:\tcat\nCpus_allowed_list:\t{allowed}\nVmRSS:\t1 kB\n")
+    }
+
+    #[test]
+    fn a_cgroup_quota_is_judged_by_its_ratio() {
+        let (status, detail) = cpu_verdict(&printed(Some("100000 100000"), "8", "0-7", "0-7"), 8);
+        assert_eq!(status, Status::Pass, "{detail}");
+        let (status, detail) = cpu_verdict(&printed(Some("50000 100000"), "8", "0-7", "0-7"), 8);
+        assert_eq!(status, Status::Fail, "{detail}");
+        assert!(detail.contains("0.50 cpus, but 1 was asked"), "{detail}");
+    }
+
+    #[test]
+    fn without_a_quota_the_cpu_count_is_the_cap() {
+        // A one-vCPU guest on a bigger host: the count is the cap.
+        for quota in [None, Some("max 100000"), Some("-1 100000")] {
+            let (status, detail) = cpu_verdict(&printed(quota, "1", "0", "0"), 2);
+            assert_eq!(status, Status::Pass, "{quota:?}: {detail}");
+            assert!(detail.contains("the box can use 1 of the host's 2 CPUs"), "{detail}");
+        }
+        // On a host with one CPU, seeing one proves nothing.
+        let (status, detail) = cpu_verdict(&printed(None, "1", "0", "0"), 1);
+        assert_eq!(status, Status::Skipped, "{detail}");
+        assert!(detail.contains("inconclusive"), "{detail}");
+        // Seeing more than the cap, with no quota, is a failed cap.
+        let (status, detail) = cpu_verdict(&printed(Some("max 100000"), "4", "0-3", "0-3"), 4);
+        assert_eq!(status, Status::Fail, "{detail}");
+        assert!(detail.contains("can use 4 CPUs") && detail.contains("over the cap of 1"), "{detail}");
+    }
+
+    #[test]
+    fn the_cpu_count_takes_the_larger_account_and_survives_a_missing_nproc() {
+        // nproc absent: the allowed CPUs that are online.
+        let (status, detail) = cpu_verdict(&printed(None, "", "0", "0-63"), 4);
+        assert_eq!(status, Status::Pass, "{detail}");
+        let (status, detail) = cpu_verdict(&printed(None, "", "0-1", "0-63"), 4);
+        assert_eq!(status, Status::Fail, "{detail}");
+        // nproc understating what the kernel allows does not hide it.
+        let (status, detail) = cpu_verdict(&printed(None, "1", "0-3", "0-3"), 4);
+        assert_eq!(status, Status::Fail, "{detail}");
+        // Nothing to count with.
+        let (status, detail) = cpu_verdict("nproc=\nonline=\n", 4);
+        assert_eq!(status, Status::Skipped, "{detail}");
+    }
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        let l = |s: &str| cpu_list(s).map(|c| c.into_iter().collect::<Vec<_>>());
+        assert_eq!(l("0"), Some(vec![0]));
+        assert_eq!(l("0-3,8,10-11\n"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(l(""), None);
+        assert_eq!(l("3-1"), None);
+        assert_eq!(l("x"), None);
+    }
+
+    #[test]
+    fn a_pid_of_the_boxs_own_is_not_the_callers_process() {
+        let r = |seen, comm: Option<&str>| Reach { seen, comm: comm.map(str::to_owned), rc: Some(0) };
+        assert_eq!(r(false, Some("kworker/0:1")).someone_else(), Some("kworker/0:1"));
+        // A sleep, or a process whose name cannot be read, may be the caller's.
+        assert_eq!(r(false, Some("sleep")).someone_else(), None);
+        assert_eq!(r(false, None).someone_else(), None);
+        assert_eq!(r(true, Some("sh")).someone_else(), None);
+    }
 }
