@@ -456,3 +456,34 @@ fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and
     sentinel.wait().unwrap();
     remove_and_check_clean(&env, &id);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_box_placed_on_another_machine_is_refused_not_run_here() {
+    need_microvm!("microvm_box::elsewhere");
+    use std::sync::Arc;
+    use tinybox_core::Tinybox;
+    use tinybox_core::clock::ManualClock;
+    use tinybox_core::hosts::HostEntry;
+    use tinybox_core::model::{BoxSpec, HostName, Placement, SandboxName};
+    use tinybox_core::store::MemoryStore;
+
+    let drivers = tempfile::tempdir().unwrap();
+    tinybox_tests::install_test_driver(drivers.path(), "elsewhere");
+    let state = tempfile::tempdir().unwrap();
+    let _reaper = Reaper(state.path().to_owned());
+    let mut config = tinybox_tests::driver_config(&[drivers.path().to_owned()], tinybox_tests::short_timeouts());
+    config.state_dir = Some(state.path().join("drivers"));
+    config.hosts.insert(
+        HostName::new("far").unwrap(),
+        HostEntry { driver: "elsewhere".into(), config: serde_json::Value::Null, inner: None },
+    );
+    let store = Arc::new(MemoryStore::new());
+    let tb = Tinybox::with_parts(store, None, Arc::new(ManualClock::new(1_000)), config).unwrap();
+    let mut spec = BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::new("microvm").unwrap()));
+    spec.options.insert("accel".into(), "tcg".into());
+    let err = tb.create(spec).await.unwrap_err();
+    assert!(err.to_string().contains("this box's host is another machine"), "{err}");
+    assert!(tb.list().unwrap().is_empty(), "a refused create leaves no box");
+    assert_eq!(processes_under(state.path()), vec![], "no VM was started here for a box placed elsewhere");
+    tb.close().await;
+}

@@ -14,6 +14,8 @@
 //!   everything on its inner host.
 
 // The crate root's modules resolve beside it, so name their directory.
+#[path = "misbehaving_driver/elsewhere.rs"]
+mod elsewhere;
 #[path = "misbehaving_driver/overclaims.rs"]
 mod overclaims;
 #[path = "misbehaving_driver/raw.rs"]
@@ -80,6 +82,7 @@ fn main() {
         "relay" => relay::relay(me),
         "overclaims" => overclaims::overclaims(me),
         "via" => via::via(me),
+        "elsewhere" => elsewhere::elsewhere(me),
         other => {
             eprintln!("misbehaving-driver: unknown mode {other:?}");
             std::process::exit(2);
