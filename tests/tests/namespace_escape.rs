@@ -272,7 +272,12 @@ fn killing_tinybox_mid_exec_leaves_no_box_process() {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "started\n");
-        assert!(sleepers(&tag) > 0, "the box's command is visible on the host before the kill");
+        // The shell printed before it exec'd sleep: poll (bounded) until it has.
+        let start = Instant::now();
+        while sleepers(&tag) == 0 {
+            assert!(start.elapsed() < GUARD, "the box's command never showed on the host before the kill");
+            std::thread::yield_now();
+        }
         child.kill().unwrap(); // SIGKILL: tinybox gets no chance to clean up
         child.wait().unwrap();
         let start = Instant::now();
