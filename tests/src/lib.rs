@@ -178,3 +178,14 @@ pub async fn exec_cancelled_once_started(
         .expect("a cancelled exec ends")
         .expect("the exec ran")
 }
+
+/// A child process killed (and reaped) when dropped, so a failing test
+/// never leaves one holding the test runner's output pipe open.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

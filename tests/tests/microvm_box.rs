@@ -435,12 +435,14 @@ fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and
 
     // The guest's root kills every process it can; the host's are untouched
     // and the VM still answers (its init starts the agent again).
-    let mut sentinel = std::process::Command::new("sleep").arg("600").spawn().unwrap();
-    let host_pid = sentinel.id().to_string();
+    let mut sentinel = tinybox_tests::KillOnDrop(
+        std::process::Command::new("sleep").arg("600").stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap(),
+    );
+    let host_pid = sentinel.0.id().to_string();
     let out = probe(&["signal", &host_pid]);
     assert_ne!(value(&out, "kill0").as_deref(), Some("ok"), "{}", text(&out.stdout));
     let _ = probe(&["killall"]);
-    assert!(sentinel.try_wait().unwrap().is_none(), "a host process died when the guest killed everything");
+    assert!(sentinel.0.try_wait().unwrap().is_none(), "a host process died when the guest killed everything");
     let deadline = Instant::now() + GUARD;
     loop {
         let out = exec(&env, &id, &["echo", "alive"]);
@@ -452,8 +454,7 @@ fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and
     }
     let console = std::fs::read_to_string(vm_dir(&env, &id).join("console.log")).unwrap();
     assert!(console.contains("the agent exited"), "the probe did not reach the agent: {console}");
-    sentinel.kill().unwrap();
-    sentinel.wait().unwrap();
+    drop(sentinel);
     remove_and_check_clean(&env, &id);
 }
 

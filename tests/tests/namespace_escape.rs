@@ -263,14 +263,15 @@ fn killing_tinybox_mid_exec_leaves_no_box_process() {
     for who in principals("killing_tinybox_mid_exec_leaves_no_box_process") {
         let (env, id) = probed_box(&who, &[]);
         let tag = format!("{}", 900_000 + std::process::id() % 99_999);
-        let mut child = env
-            .cli(&["exec", &id, "--", "sh", "-c", &format!("echo started; exec sleep {tag}")])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = tinybox_tests::KillOnDrop(
+            env.cli(&["exec", &id, "--", "sh", "-c", &format!("echo started; exec sleep {tag}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "started\n");
         // The shell printed before it exec'd sleep: poll (bounded) until it has.
         let start = Instant::now();
@@ -278,8 +279,8 @@ fn killing_tinybox_mid_exec_leaves_no_box_process() {
             assert!(start.elapsed() < GUARD, "the box's command never showed on the host before the kill");
             std::thread::yield_now();
         }
-        child.kill().unwrap(); // SIGKILL: tinybox gets no chance to clean up
-        child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL: tinybox gets no chance to clean up
+        child.0.wait().unwrap();
         let start = Instant::now();
         while sleepers(&tag) > 0 {
             assert!(start.elapsed() < GUARD, "{}: box process outlived a SIGKILLed tinybox", who.label());
