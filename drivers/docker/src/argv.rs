@@ -19,24 +19,33 @@ pub const WORKSPACE: &str = "/workspace";
 /// snapshot binds the same directory again.
 pub const WORKSPACE_LABEL: &str = "tinybox.workspace";
 
-/// Runs the box's command in a shell that records its process group in a
-/// file first, so a cancellation can reach it (killing the local `docker
+/// Runs the box's command under a shell that carries the exec's marker in
+/// its arguments (its first one, otherwise unused) and leads the process
+/// group, so a cancellation can find the group (killing the local `docker
 /// exec` client does not stop the process in the container). `exec` in a
-/// subshell forces the external program even where sh has a builtin of
-/// the same name; the file is removed when the command ends.
-const EXEC_WRAPPER: &str = r#"f=$1; shift; { echo $$ > "$f"; } 2>/dev/null; (exec "$@"); s=$?; rm -f "$f"; exit $s"#;
+/// subshell forces the external program even where sh has a builtin of the
+/// same name. Nothing is written, so nothing needs removing after the
+/// command: a command that leaves the box's pids cap exhausted would leave
+/// no room to fork a cleanup, and the wrapper would fail in its place.
+const EXEC_WRAPPER: &str = r#"shift; (exec "$@"); exit $?"#;
 
-/// Waits briefly for the command to have recorded its group, sends it
-/// SIGTERM, then SIGKILL if it is still there after 2 s.
-const CANCEL_SCRIPT: &str = r#"f=$1; i=0
-while [ ! -s "$f" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-p=$(cat "$f" 2>/dev/null) || exit 0
-[ -n "$p" ] || exit 0
-kill -TERM -"$p" 2>/dev/null || { rm -f "$f"; exit 0; }
+/// Finds the process whose arguments hold the marker (waiting briefly for
+/// the command to start), sends its group SIGTERM, then SIGKILL if it is
+/// still there after 2 s. `$1` is the marker as a pattern that does not
+/// match itself (`[/]tmp/...`), so neither this script nor its grep is
+/// taken for the command.
+const CANCEL_SCRIPT: &str = r#"m=$1; g=; i=0
+while [ -z "$g" ] && [ $i -lt 50 ]; do
+    for c in $(grep -l -- "$m" /proc/[0-9]*/cmdline 2>/dev/null); do
+        read -r _ _ _ _ g _ < "${c%/cmdline}/stat" 2>/dev/null
+    done
+    [ -n "$g" ] || { sleep 0.1; i=$((i+1)); }
+done
+[ -n "$g" ] && [ "$g" != 1 ] || exit 0
+kill -TERM -"$g" 2>/dev/null || exit 0
 i=0
-while kill -0 -"$p" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
-kill -KILL -"$p" 2>/dev/null
-rm -f "$f"
+while kill -0 -"$g" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+kill -KILL -"$g" 2>/dev/null
 exit 0"#;
 
 /// Everything `docker run` needs to make a box's container.
@@ -114,9 +123,10 @@ fn bind_mount(source: &str) -> String {
     format!("type=bind,{field},target={WORKSPACE}")
 }
 
-/// The file a command's process group is recorded in, inside the container.
+/// The marker an exec's wrapper carries in its arguments, by which a
+/// cancellation finds it inside the container (no file is written).
 pub fn pid_file(exec_id: &str) -> String {
-    // exec ids are core's (`x<pid>-<n>`); keep whatever else arrives a plain file name.
+    // exec ids are core's (`x<pid>-<n>`); keep whatever else arrives a plain word.
     let safe: String = exec_id
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
@@ -144,9 +154,11 @@ pub fn exec(
     a
 }
 
-/// Stops the command whose group `pid_file` records.
+/// Stops the command whose wrapper carries the marker `pid_file`.
 pub fn cancel(container: &str, pid_file: &str) -> Vec<String> {
-    docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", pid_file])
+    // `[/]` matches the marker's first "/" but not the pattern's own text.
+    let pattern = format!("[/]{}", pid_file.trim_start_matches('/'));
+    docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", &pattern])
 }
 
 /// The container's state as JSON.

@@ -354,7 +354,7 @@ async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_containe
     let cmds = host.commands();
     assert_eq!(cmds.len(), 1, "{cmds:?}");
     assert_eq!(&cmds[0][..3], ["docker", "exec", "tinybox-ns1-box-0"]);
-    assert_eq!(cmds[0].last().unwrap(), "/tmp/.tinybox-exec-x42-7.pid");
+    assert_eq!(cmds[0].last().unwrap(), "[/]tmp/.tinybox-exec-x42-7.pid");
 
     // A command that died of a signal itself is reported by docker as 128+n: nothing to stop.
     let mut host = FakeHost::new(|_| ok(""));
