@@ -217,8 +217,24 @@ pub fn console_tail(dir: &Path) -> String {
 /// The host's TSC rate in kHz, as /proc/cpuinfo reports the processor's
 /// clock (constant-rate TSCs tick at it). Where it does not say, 2 GHz: a
 /// guest clock that runs somewhat off beats a boot that hangs.
-pub fn host_tsc_khz() -> Option<u64> {
-    Some(tsc_khz_from(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()).unwrap_or(2_000_000))
+pub fn host_tsc_khz() -> u64 {
+    tsc_khz_from(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()).unwrap_or(2_000_000)
+}
+
+/// passt's arguments for the box in `dir`, run as `uid`:`gid` (started as
+/// root, passt would otherwise become nobody): one client (QEMU), then
+/// gone; the guest's address, gateway and DNS fixed to what its init sets;
+/// and the gateway NOT mapped to the host's loopback.
+pub fn passt_args(dir: &Path, uid: u32, gid: u32) -> Vec<String> {
+    let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let mut a: Vec<String> = vec!["--runas".into(), format!("{uid}:{gid}")];
+    a.extend(
+        ["--one-off", "--no-map-gw", "--quiet", "--ipv4-only", "--address", "10.0.2.15", "--netmask", "24"]
+            .map(String::from),
+    );
+    a.extend(["--gateway", "10.0.2.2", "--dns-forward", "10.0.2.3"].map(String::from));
+    a.extend(["--socket".into(), p("passt.sock"), "--pid".into(), p("passt.pid"), "--log-file".into(), p("passt.log")]);
+    a
 }
 
 fn tsc_khz_from(cpuinfo: &str) -> Option<u64> {
@@ -246,11 +262,25 @@ mod tests {
     }
 
     #[test]
+    fn passt_never_maps_the_gateway_to_the_host_loopback_and_serves_one_vm() {
+        let a = passt_args(Path::new("/run/b"), 1000, 1000);
+        assert!(a.contains(&"--no-map-gw".to_owned()) && a.contains(&"--one-off".to_owned()), "{a:?}");
+        let after = |flag: &str| a.iter().position(|x| x == flag).map(|i| a[i + 1].clone());
+        assert_eq!(after("--runas").as_deref(), Some("1000:1000"));
+        assert_eq!(after("--socket").as_deref(), Some("/run/b/passt.sock"));
+        assert_eq!(after("--pid").as_deref(), Some("/run/b/passt.pid"));
+        // What init.sh configures in the guest.
+        assert_eq!(after("--address").as_deref(), Some("10.0.2.15"));
+        assert_eq!(after("--gateway").as_deref(), Some("10.0.2.2"));
+        assert!(crate::guest::INIT.contains("ip addr add 10.0.2.15/24") && crate::guest::INIT.contains("via 10.0.2.2"));
+    }
+
+    #[test]
     fn the_tsc_rate_comes_from_cpuinfo() {
         assert_eq!(tsc_khz_from("processor\t: 0\ncpu MHz\t\t: 2445.406\n"), Some(2_445_406));
         assert_eq!(tsc_khz_from("processor\t: 0\n"), None);
         assert_eq!(tsc_khz_from("cpu MHz\t\t: 0.000\n"), None);
-        assert!(host_tsc_khz().is_some_and(|k| k > 0));
+        assert!(host_tsc_khz() > 0);
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Making a box: which acceleration, its runtime directory, its workspace,
+//! passt for egress, QEMU detached, and the agent's first hello; and
+//! tearing one down. `Handle` is what core stores for a box.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tinybox_sdk::model::{IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
+use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError};
+
+use crate::setup::Setup;
+use crate::vm::{self, Accel};
+use crate::{guest, session};
+
+const MIB: u64 = 1024 * 1024;
+/// Below this the guest's kernel and initramfs do not fit comfortably.
+const MIN_MEMORY_MIB: u64 = 128;
+
+/// What core stores for a box.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Handle {
+    pub dir: PathBuf,
+    pub accel: Accel,
+    pub workspace: PathBuf,
+    /// The workspace was made for the box and goes with it.
+    pub owned: bool,
+    pub egress: bool,
+    pub cpus: u32,
+    pub memory_mib: u64,
+    #[serde(default)]
+    pub pids: Option<u64>,
+    /// Its virtio-serial ports, health check included.
+    #[serde(default = "all_ports")]
+    pub ports: usize,
+}
+
+fn all_ports() -> usize {
+    vm::PORTS
+}
+
+impl Handle {
+    pub fn parse(v: &serde_json::Value) -> Result<Handle, DriverError> {
+        serde_json::from_value(v.clone())
+            .map_err(|e| DriverError::invalid(format!("the box record was not made by the microvm driver ({e})")))
+    }
+
+    pub fn pid_file(&self) -> PathBuf {
+        self.dir.join("qemu.pid")
+    }
+}
+
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_owned()
+}
+
+/// Removes a box's directory and stops what runs in it.
+pub fn tear_down(dir: &Path) -> Result<(), DriverError> {
+    let qemu = vm::stop(&dir.join("qemu.pid"), dir, Duration::from_secs(3));
+    let passt = vm::stop(&dir.join("passt.pid"), dir, Duration::from_secs(1));
+    if !(qemu && passt) {
+        return Err(DriverError::failed(format!(
+            "the VM in {} would not stop; its processes are still running",
+            dir.display()
+        )));
+    }
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(DriverError::failed(format!("cannot remove {}: {e}", dir.display()))),
+    }
+}
+
+/// The acceleration a box gets: what it asked for, else the operator's
+/// configured choice, else KVM where it works. Emulation is never chosen
+/// for the caller.
+pub fn choose_accel(s: &Setup, asked: Option<Accel>) -> Result<Accel, DriverError> {
+    match (asked.or(s.default_accel), &s.kvm) {
+        (Some(Accel::Tcg), _) => Ok(Accel::Tcg),
+        (_, Ok(_)) => Ok(Accel::Kvm),
+        (Some(Accel::Kvm), Err(why)) => Err(DriverError::unavailable(format!("--accel kvm: {why}"))),
+        (None, Err(why)) => Err(DriverError::unavailable(format!(
+            "no hardware virtualization for this box: {why}; to run it under emulation instead (much slower, no hardware isolation), pass --accel tcg or set \"accel\": \"tcg\" in {}",
+            s.config_path
+        ))),
+    }
+}
+
+/// Whole vCPUs and MiB from the limits in force.
+pub fn resources(r: &Resources) -> Result<(u32, u64), DriverError> {
+    let defaults = Resources::defaults();
+    let cpus = r.cpus.or(defaults.cpus).unwrap_or(1.0);
+    if cpus.fract() != 0.0 || !(1.0..=255.0).contains(&cpus) {
+        return Err(DriverError::invalid(format!(
+            "cpu limit {cpus} is not a whole number of vCPUs from 1 to 255; a microVM gets whole processors"
+        )));
+    }
+    let memory_mib = r.memory_bytes.or(defaults.memory_bytes).unwrap_or(MIN_MEMORY_MIB * MIB) / MIB;
+    if memory_mib < MIN_MEMORY_MIB {
+        return Err(DriverError::invalid(format!(
+            "memory limit {memory_mib} MiB is below the {MIN_MEMORY_MIB} MiB a microVM guest needs"
+        )));
+    }
+    Ok((cpus as u32, memory_mib))
+}
+
+/// A fresh runtime directory for box `box_id` under `state`, private to this user.
+fn make_dir(state: &Path, box_id: &str) -> Result<PathBuf, DriverError> {
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let dir = state.join("vms").join(format!("{box_id}-{:x}", nonce & 0xffff_ffff_ffff));
+    let fail = |e: std::io::Error| DriverError::failed(format!("cannot make {}: {e}", dir.display()));
+    std::fs::create_dir_all(dir.parent().expect("vms dir")).map_err(fail)?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(fail)?;
+    if vm::port_socket(&dir, vm::PORTS - 1).as_os_str().len() > 100 {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(DriverError::invalid(format!(
+            "the box directory {} is too deep for a UNIX socket path (at most 108 bytes); use a shorter TINYBOX_HOME",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Makes box `p` under `state` with `accel`; on any failure nothing of it is left.
+pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> Result<CreateResult, DriverError> {
+    let (cpus, memory_mib) = resources(&p.resources)?;
+    let passt = match (p.network == Some(NetworkPolicy::Egress), &s.passt) {
+        (true, None) => {
+            return Err(DriverError::unavailable(
+                "egress for a microVM needs passt (a user-mode network stack that keeps the host's loopback out of reach); install the passt package",
+            ));
+        }
+        (egress, passt) => passt.clone().filter(|_| egress),
+    };
+    let dir = make_dir(state, p.box_id.as_str())?;
+    let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt).await;
+    if result.is_err() {
+        let _ = tear_down(&dir);
+    }
+    result
+}
+
+async fn boot(
+    s: &Setup,
+    p: &CreateParams,
+    accel: Accel,
+    dir: &Path,
+    (cpus, memory_mib): (u32, u64),
+    passt: Option<PathBuf>,
+) -> Result<CreateResult, DriverError> {
+    let (workspace, owned) = match &p.source {
+        None => {
+            let ws = dir.join("workspace");
+            std::fs::create_dir(&ws).map_err(|e| DriverError::failed(format!("cannot make {}: {e}", ws.display())))?;
+            (ws, true)
+        }
+        Some(WorkspaceSource::LocalDir { path }) => {
+            if !path.is_dir() {
+                return Err(DriverError::invalid(format!("workspace directory {} does not exist", path.display())));
+            }
+            (std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()), false)
+        }
+        Some(other) => {
+            return Err(DriverError::unsupported(format!(
+                "the microvm sandbox shares a directory you already have at /workspace; it cannot start from {}",
+                other.kind()
+            )));
+        }
+    };
+    let (image, cache) = (s.kernel.clone(), s.cache.clone());
+    let kernel = tokio::task::spawn_blocking(move || guest::boot_kernel(&image, &cache))
+        .await
+        .map_err(|e| DriverError::failed(format!("preparing the kernel failed: {e}")))?
+        .map_err(|e| DriverError::failed(format!("cannot prepare the kernel {}: {e}", s.kernel.image.display())))?;
+    let egress = match passt {
+        None => None,
+        Some(passt) => Some(start_passt(&passt, dir).await?),
+    };
+    let launch = vm::Launch {
+        accel,
+        kernel,
+        initramfs: s.initramfs()?,
+        cpus,
+        memory_mib,
+        pids: p.resources.pids,
+        workspace: Some(workspace.clone()),
+        egress,
+        ports: vm::ports_for(memory_mib),
+        tsc_khz: Some(vm::host_tsc_khz()),
+    };
+    run_detached(&s.qemu, vm::qemu_args(&launch, dir), "QEMU could not start the VM").await?;
+    let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
+    let hello = session::open(dir, 0, boot_limit)
+        .await
+        .map_err(|e| DriverError::failed(format!("{}: {}", e.message, vm::console_tail(dir))))?
+        .hello;
+    if let Some(asked) = p.resources.pids
+        && hello.pids_max != Some(asked)
+    {
+        return Err(DriverError::failed(format!(
+            "the guest did not apply the pids cap of {asked} (it reports {:?})",
+            hello.pids_max
+        )));
+    }
+    let handle = Handle {
+        dir: dir.to_owned(),
+        accel,
+        workspace,
+        owned,
+        egress: launch.egress.is_some(),
+        cpus,
+        memory_mib,
+        pids: p.resources.pids,
+        ports: launch.ports,
+    };
+    Ok(CreateResult {
+        handle: serde_json::to_value(&handle).expect("handle serializes"),
+        workdir: Some("/workspace".into()),
+        // Emulation has no hardware boundary: never claim one for it.
+        isolation: (accel == Accel::Tcg).then_some(IsolationLevel::Kernel),
+    })
+}
+
+/// Starts passt for the box in `dir` (it detaches once its socket is
+/// bound, and quits when QEMU leaves); its socket.
+async fn start_passt(passt: &Path, dir: &Path) -> Result<PathBuf, DriverError> {
+    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    run_detached(passt, vm::passt_args(dir, uid, gid), "passt failed").await?;
+    Ok(dir.join("passt.sock"))
+}
+
+/// Runs `program`, which daemonizes once it is ready; fails with `what` and its stderr.
+async fn run_detached(program: &Path, args: Vec<String>, what: &str) -> Result<(), DriverError> {
+    let out = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|e| DriverError::failed(format!("cannot run {}: {e}", program.display())))?;
+    if !out.status.success() {
+        return Err(DriverError::failed(format!(
+            "{what} ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(cpus: Option<f64>, memory_mib: Option<u64>) -> Resources {
+        Resources { cpus, memory_bytes: memory_mib.map(|m| m * MIB), pids: None, disk_bytes: None }
+    }
+
+    #[test]
+    fn vcpus_are_whole_and_memory_has_a_floor() {
+        assert_eq!(resources(&limits(Some(3.0), Some(300))).unwrap(), (3, 300));
+        assert_eq!(resources(&limits(None, None)).unwrap(), (2, 2048), "the spec's defaults");
+        for bad in [0.5, 1.5, 0.0, 256.0] {
+            let err = resources(&limits(Some(bad), None)).unwrap_err();
+            assert!(err.message.contains(&format!("cpu limit {bad} is not a whole number")), "{}", err.message);
+        }
+        let err = resources(&limits(Some(1.0), Some(64))).unwrap_err();
+        assert!(err.message.contains("64 MiB is below the 128 MiB"), "{}", err.message);
+    }
+}
