@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use tinybox_core::model::{
-    BoxSpec, HostName, IsolationLevel, Lifecycle, NetworkPolicy, Placement, PortMapping, Resources, SandboxName,
-    SnapshotId, TemplateName, WorkspaceSource,
-};
+use tinybox_core::Error;
+use tinybox_core::hosts::HostRef;
+use tinybox_core::model::{SandboxName, SnapshotId, TemplateName};
+use tinybox_core::request::{self, CreateRequest, NetworkChoice, Port, Size};
 
 /// A `KEY=VALUE` pair.
 pub fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -36,25 +36,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `HOST:GUEST`, or one port for both.
-pub fn parse_port(s: &str) -> Result<PortMapping, String> {
-    let p = |v: &str| v.parse::<u16>().ok().filter(|n| *n > 0);
-    let bad = || format!("{s:?} is not a port mapping HOST:GUEST with ports 1-65535");
-    match s.split_once(':') {
-        Some((h, g)) => Ok(PortMapping { host: p(h).ok_or_else(bad)?, guest: p(g).ok_or_else(bad)? }),
-        None => p(s).map(|n| PortMapping { host: n, guest: n }).ok_or_else(bad),
-    }
+/// `HOST:GUEST`, or one port for both (core's rule).
+pub fn parse_port(s: &str) -> Result<Port, String> {
+    request::parse_port(s).map(|p| Port::Pair { host: p.host.into(), guest: p.guest.into() }).map_err(|e| e.to_string())
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
     tinybox_core::model::resources::parse_size(s)
 }
 
+/// A number of cores; whether it is a number a box can have is core's rule.
 pub fn parse_cpus(s: &str) -> Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|c| c.is_finite())
-        .ok_or_else(|| format!("{s:?} is not a number of cores like 1 or 0.5"))
+    s.parse::<f64>().map_err(|_| format!("{s:?} is not a number of cores like 1 or 0.5"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -63,39 +56,11 @@ pub enum NetworkArg {
     Egress,
 }
 
-/// A host as the command line names it: a configured name (`local`, or one
-/// `tinybox host add` made), or `ssh:DEST` with DEST as ssh itself takes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostArg {
-    Named(HostName),
-    /// Reached with ssh, needing no configuration; saved under a derived name.
-    Ssh(String),
-}
-
-impl std::str::FromStr for HostArg {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.strip_prefix("ssh:") {
-            Some("") => Err(format!("{s:?} names no destination; use ssh:DEST, e.g. ssh:builder-01")),
-            Some(dest) if dest.starts_with('-') => {
-                Err(format!("ssh destination {dest:?} starts with '-', which ssh would read as an option"))
-            }
-            Some(dest) if dest.chars().any(char::is_control) => {
-                Err(format!("ssh destination {dest:?} contains a control character"))
-            }
-            Some(dest) => Ok(HostArg::Ssh(dest.to_owned())),
-            None => HostName::new(s).map(HostArg::Named).map_err(|e| format!("{e} (or use ssh:DEST)")),
-        }
-    }
-}
-
-impl HostArg {
-    /// The host name a box placed here records.
-    pub fn name(&self) -> HostName {
-        match self {
-            HostArg::Named(n) => n.clone(),
-            HostArg::Ssh(dest) => crate::commands::host::ad_hoc_name(dest),
+impl From<NetworkArg> for NetworkChoice {
+    fn from(n: NetworkArg) -> Self {
+        match n {
+            NetworkArg::Deny => NetworkChoice::Deny,
+            NetworkArg::Egress => NetworkChoice::Egress,
         }
     }
 }
@@ -105,13 +70,13 @@ impl HostArg {
 pub struct PlacementArgs {
     /// Host the workspace runs on: a configured name, or ssh:DEST.
     #[arg(long, default_value = "local", value_name = "HOST")]
-    pub host: HostArg,
+    pub host: HostRef,
     /// Sandbox that confines the workspace (default: the strongest healthy one installed).
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<SandboxName>,
     /// Host of a separate runner (the agent's side): a configured name, or ssh:DEST; default local.
     #[arg(long, value_name = "HOST")]
-    pub runner_host: Option<HostArg>,
+    pub runner_host: Option<HostRef>,
     /// Sandbox of a separate runner; default passthrough.
     #[arg(long, value_name = "SANDBOX")]
     pub runner_sandbox: Option<SandboxName>,
@@ -122,13 +87,6 @@ pub struct PlacementArgs {
     /// (default: "namespace" in the store's config.json, else "default").
     #[arg(long, value_name = "NS")]
     pub namespace: Option<String>,
-}
-
-impl PlacementArgs {
-    /// Every host these flags name.
-    pub fn hosts(&self) -> Vec<&HostArg> {
-        std::iter::once(&self.host).chain(self.runner_host.as_ref()).collect()
-    }
 }
 
 /// What a box starts from, how long it lives, and what it may use.
@@ -174,7 +132,7 @@ pub struct BoxArgs {
     pub disk: Option<u64>,
     /// Publish a port: HOST:GUEST (repeatable).
     #[arg(long = "port", value_parser = parse_port, value_name = "HOST:GUEST")]
-    pub ports: Vec<PortMapping>,
+    pub ports: Vec<Port>,
     /// microvm: hardware virtualization (kvm) or emulation (tcg, no hardware isolation); default: kvm when it works.
     #[arg(long, value_parser = ["kvm", "tcg"], value_name = "ACCEL")]
     pub accel: Option<String>,
@@ -192,76 +150,35 @@ pub struct BoxEnvArgs {
 }
 
 impl BoxArgs {
-    /// The spec these flags describe, once the sandbox is known.
-    pub fn spec(&self, sandbox: SandboxName, env: &[(String, String)]) -> Result<BoxSpec, String> {
+    /// The request these flags make, field by field; every rule is core's.
+    pub fn request(&self, env: &[(String, String)]) -> Result<CreateRequest, Error> {
         let p = &self.placement;
-        let mut spec = BoxSpec::new(Placement::new(p.host.name(), sandbox));
-        if p.runner_host.is_some() || p.runner_sandbox.is_some() {
-            let runner = Placement::new(
-                p.runner_host.as_ref().map(HostArg::name).unwrap_or_else(|| HostName::new("local").expect("valid")),
-                p.runner_sandbox.clone().unwrap_or_else(|| SandboxName::new("passthrough").expect("valid")),
-            );
-            spec = spec.with_runner(runner);
-        }
-        spec.source = match (&self.image, &self.workspace, &self.from_snapshot, &self.git) {
-            (Some(r), _, _, _) => Some(WorkspaceSource::OciImage { reference: r.clone() }),
-            (_, Some(dir), _, _) => {
-                let abs = std::fs::canonicalize(dir)
-                    .map_err(|e| format!("workspace {} cannot be used: {e}", dir.display()))?;
-                if !abs.is_dir() {
-                    return Err(format!("workspace {} is not a directory", dir.display()));
-                }
-                Some(WorkspaceSource::LocalDir { path: abs })
-            }
-            (_, _, Some(id), _) => Some(WorkspaceSource::Snapshot { id: id.clone() }),
-            (_, _, _, Some(url)) => Some(WorkspaceSource::GitRepo { url: url.clone(), rev: None }),
-            _ => None,
-        };
-        spec.lifecycle = match (self.ttl, self.persistent) {
-            (_, Some(every)) => Lifecycle::persistent(every),
-            (Some(ttl), None) => Lifecycle::ephemeral(ttl),
-            (None, None) => Lifecycle::default(),
-        };
-        spec.network = self.network.map(|n| match n {
-            NetworkArg::Deny => NetworkPolicy::Denied,
-            NetworkArg::Egress => NetworkPolicy::Egress,
-        });
-        spec.resources =
-            Resources { cpus: self.cpus, memory_bytes: self.memory, pids: self.pids, disk_bytes: self.disk };
-        spec.ports = self.ports.clone();
-        spec.env = env.iter().cloned().collect::<BTreeMap<_, _>>();
-        spec.min_isolation = p.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR);
-        if let Some(ns) = &p.namespace {
-            spec.namespace = ns.clone();
-        }
-        spec.options = self.options()?;
-        Ok(spec)
+        Ok(CreateRequest {
+            host: Some(p.host.clone()),
+            sandbox: p.sandbox.clone(),
+            runner_host: p.runner_host.clone(),
+            runner_sandbox: p.runner_sandbox.clone(),
+            untrusted: p.untrusted,
+            namespace: p.namespace.clone(),
+            image: self.image.clone(),
+            workspace: self.workspace.clone(),
+            from_snapshot: self.from_snapshot.clone(),
+            from_template: self.from_template.clone(),
+            git: self.git.clone(),
+            ttl_secs: self.ttl.map(|d| d.as_secs()),
+            persistent: self.persistent.map(|_| true),
+            autosnapshot_secs: self.persistent.map(|d| d.as_secs()),
+            network: self.network.map(NetworkChoice::from),
+            cpus: self.cpus,
+            memory: self.memory.map(Size::Bytes),
+            pids: self.pids,
+            disk: self.disk.map(Size::Bytes),
+            ports: self.ports.clone(),
+            env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
+            accel: self.accel.clone(),
+            options: request::merge_options(self.options.iter().cloned(), None)?,
+        })
     }
-
-    /// `--option` pairs and `--accel`, as one map.
-    fn options(&self) -> Result<BTreeMap<String, String>, String> {
-        create_options(&self.options, self.accel.as_deref())
-    }
-}
-
-/// `--option` pairs and `--accel`, as one map (for `create`, `run` and
-/// `drivers verify`). A key given twice with different values is refused
-/// rather than one silently winning.
-pub fn create_options(pairs: &[(String, String)], accel: Option<&str>) -> Result<BTreeMap<String, String>, String> {
-    let accel = accel.map(|a| ("accel".to_owned(), a.to_owned()));
-    let mut options = BTreeMap::new();
-    for (key, value) in pairs.iter().cloned().chain(accel) {
-        match options.get(&key) {
-            Some(earlier) if *earlier != value => {
-                let hint = if key == "accel" { " (--accel sets it too)" } else { "" };
-                return Err(format!("option {key} is given twice, as {earlier:?} and {value:?}; give it once{hint}"));
-            }
-            _ => {
-                options.insert(key, value);
-            }
-        }
-    }
-    Ok(options)
 }
 
 /// How a command runs.
@@ -305,11 +222,15 @@ mod tests {
     }
 
     /// The spec `tinybox create ARGS` describes, in sandbox `microvm`.
-    fn create_spec(args: &[&str]) -> Result<BoxSpec, String> {
+    fn create_spec(args: &[&str]) -> Result<tinybox_core::model::BoxSpec, String> {
         let mut all = vec!["create"];
         all.extend_from_slice(args);
         match parse(&all).map_err(|e| e.to_string())?.command {
-            Command::Create(c) => c.box_args.spec(SandboxName::new("microvm").unwrap(), &[]),
+            Command::Create(c) => c
+                .box_args
+                .request(&[])
+                .and_then(|r| r.spec(SandboxName::new("microvm").unwrap(), None))
+                .map_err(|e| e.to_string()),
             other => panic!("parsed as {other:?}"),
         }
     }
@@ -358,7 +279,7 @@ mod tests {
     #[test]
     fn one_option_given_two_values_is_refused() {
         let err = create_spec(&["--accel", "kvm", "--option", "accel=tcg"]).unwrap_err();
-        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (--accel sets it too)"#);
+        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (accel sets it too)"#);
         let err = create_spec(&["--option", "k=1", "--option", "k=2"]).unwrap_err();
         assert_eq!(err, r#"option k is given twice, as "1" and "2"; give it once"#);
         // Saying the same thing twice is not a conflict.
@@ -373,7 +294,7 @@ mod tests {
         let cli = parse(&all).map_err(|e| e.to_string())?;
         let Command::Drivers(d) = cli.command else { panic!("parsed as another verb") };
         let Some(crate::commands::drivers::DriversAction::Verify(v)) = d.action else { panic!("not verify") };
-        create_options(&v.options, v.accel.as_deref())
+        request::merge_options(v.options.iter().cloned(), v.accel.as_deref()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -385,7 +306,7 @@ mod tests {
             options(&[("accel", "kvm"), ("cpu", "max"), ("note", "")])
         );
         let err = verify_options(&["--accel", "kvm", "--option", "accel=tcg"]).unwrap_err();
-        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (--accel sets it too)"#);
+        assert_eq!(err, r#"option accel is given twice, as "tcg" and "kvm"; give it once (accel sets it too)"#);
         let err = parse(&["drivers", "verify", "microvm", "--accel", "hvf"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
         for bad in ["accel", "=tcg", ""] {
@@ -399,7 +320,7 @@ mod tests {
     fn run_takes_the_same_options() {
         let cli = parse(&["run", "--accel", "tcg", "--option", "cpu=max", "--", "true"]).unwrap();
         let Command::Run(c) = cli.command else { panic!("parsed as another verb") };
-        let spec = c.box_args.spec(SandboxName::new("microvm").unwrap(), &[]).unwrap();
+        let spec = c.box_args.request(&[]).unwrap().spec(SandboxName::new("microvm").unwrap(), None).unwrap();
         assert_eq!(spec.options, options(&[("accel", "tcg"), ("cpu", "max")]));
     }
 }

@@ -6,7 +6,6 @@
 
 mod args;
 mod commands;
-mod config;
 mod output;
 mod progress;
 mod stdio;

@@ -1,21 +1,93 @@
-//! core's error type. Every message names the bad value and the rule, and
-//! where there is something to do next, says it.
+//! core's error type, and the one taxonomy every front end maps from. Every
+//! message names the bad value and the rule, and where there is something
+//! to do next, says it. Front ends never classify an error themselves:
+//! [`Error::kind`] is the classification, and a front end only maps a kind
+//! to its own spelling (the CLI's `--json` kind, the bus's code).
 
+use std::collections::BTreeSet;
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tinybox_sdk::model::{BoxId, ExecRequestError, NameError, SandboxName};
+use tinybox_sdk::model::{BoxId, ExecRequestError, IsolationLevel, Limit, NameError, SandboxName, SourceKind};
 use tinybox_sdk::protocol::ErrorCode;
 
 use crate::model::SpecError;
+use crate::request::RequestError;
 use crate::store::StoreError;
+use crate::sync::SyncError;
+
+/// What a sandbox did not declare, so core refused before asking it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Capability {
+    /// A resource limit; `enforced` is what the sandbox does enforce.
+    Limit {
+        limit: Limit,
+        enforced: BTreeSet<Limit>,
+    },
+    /// Denying the network (the sandbox cannot confine it).
+    NetworkDeny,
+    PortForward,
+    /// A create option; `takes` is what the sandbox declared.
+    Option {
+        name: String,
+        takes: Vec<String>,
+    },
+    /// An isolation floor above the sandbox's declaration.
+    Isolation {
+        floor: IsolationLevel,
+        declared: IsolationLevel,
+    },
+    /// An isolation floor above what this one box turned out to have.
+    BoxIsolation {
+        floor: IsolationLevel,
+        has: IsolationLevel,
+    },
+    /// A workspace source kind the sandbox does not take.
+    Source(SourceKind),
+    /// Starting a box from a snapshot, in a sandbox that takes none.
+    SnapshotSource,
+    Snapshot,
+    Fork,
+}
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Capability::Limit { limit, enforced } => {
+                let enforced = if enforced.is_empty() {
+                    "no limits".to_owned()
+                } else {
+                    enforced.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ")
+                };
+                write!(f, "{limit} limit (it enforces {enforced})")
+            }
+            Capability::NetworkDeny => f.write_str("network deny (it cannot confine the network)"),
+            Capability::PortForward => f.write_str("port_forward"),
+            Capability::Option { name, takes } => {
+                let takes = if takes.is_empty() { "no options".to_owned() } else { takes.join(", ") };
+                write!(f, "option {name} (it takes {takes})")
+            }
+            Capability::Isolation { floor, declared } => {
+                write!(f, "isolation {floor} or stronger (it declares {declared})")
+            }
+            Capability::BoxIsolation { floor, has } => write!(f, "isolation {floor} or stronger (this box has {has})"),
+            Capability::Source(kind) => write!(f, "workspace source {kind}"),
+            Capability::SnapshotSource => f.write_str("snapshots"),
+            Capability::Snapshot => f.write_str("snapshot"),
+            Capability::Fork => f.write_str("fork"),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The sandbox did not declare what the operation needs. Raised by core
     /// before any driver is called.
     #[error("sandbox {sandbox} does not support {capability}")]
-    Unsupported { sandbox: SandboxName, capability: String },
+    Unsupported { sandbox: SandboxName, capability: Capability },
+    #[error(transparent)]
+    Request(#[from] RequestError),
     #[error(transparent)]
     Spec(#[from] SpecError),
     #[error(transparent)]
@@ -24,6 +96,8 @@ pub enum Error {
     Name(#[from] NameError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Sync(#[from] SyncError),
     #[error("no driver named {name} (looked for tinybox-driver-{name} in {}); `tinybox drivers` lists what is installed", display_paths(.searched))]
     DriverNotFound { name: String, searched: Vec<PathBuf> },
     #[error("driver {driver} is installed but cannot work here: {detail}")]
@@ -40,17 +114,117 @@ pub enum Error {
     UnknownHost { name: String, known: Vec<String> },
     #[error("box {id} is {state}; {hint}")]
     BoxNotReady { id: BoxId, state: String, hint: String },
+    /// No sandbox to pick on its own: none healthy, or none strong enough.
     #[error("{0}")]
     NoSandbox(String),
-    /// A request that breaks a rule not covered above; the text names the value and the rule.
     #[error("{0}")]
-    Refused(String),
+    Host(#[from] HostError),
+    #[error("{0}")]
+    Template(#[from] TemplateError),
+    #[error("{0}")]
+    Lifecycle(#[from] LifecycleError),
+    /// The store's `config.json` cannot be used.
+    #[error(
+        "{path} is not a valid configuration ({detail}); it holds one JSON object such as {{\"namespace\": \"alice\"}}"
+    )]
+    Settings { path: PathBuf, detail: String },
+    /// The conformance kit could not start on a sandbox.
+    #[error("{0}")]
+    NotVerifiable(String),
     #[error("{context}: {source}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Host administration and host reach that break a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error("host \"local\" is built in and cannot be {0}")]
+    LocalIsBuiltIn(&'static str),
+    #[error("host {name} is where {} {} placed; remove {} first", .boxes.join(", "), if .boxes.len() == 1 { "is" } else { "are" }, if .boxes.len() == 1 { "it" } else { "them" })]
+    InUse { name: String, boxes: Vec<String> },
+    #[error("host {name} is the inner host of {}; remove or change those first", .of.join(", "))]
+    IsInner { name: String, of: Vec<String> },
+    #[error(
+        "host {name} already exists with another configuration; use --host {name}, or `tinybox host rm {name}` first"
+    )]
+    Conflict { name: String },
+    #[error("{what} {value:?} starts with '-', which ssh would read as an option")]
+    LooksLikeOption { what: &'static str, value: String },
+    #[error("hosts reach each other in a loop: {}", .0.join(" -> "))]
+    Loop(Vec<String>),
+}
+
+/// Templates: named snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("this store keeps no templates")]
+    NoTemplates,
+    #[error("no template named {0}; `tinybox template ls` lists them")]
+    NotFound(String),
+    #[error("template {name} is a {made_by} snapshot and cannot start a {wanted} box; pass --sandbox {made_by}")]
+    OtherSandbox { name: String, made_by: String, wanted: String },
+}
+
+/// stop and resume asked of a box in the wrong state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LifecycleError {
+    #[error(
+        "box {0} is ephemeral: only a persistent box (`tinybox create --persistent`) can be stopped and resumed; `tinybox rm {0}` removes this one"
+    )]
+    Ephemeral(BoxId),
+    #[error("box {0} is already stopped; `tinybox resume {0}` brings it back")]
+    AlreadyStopped(BoxId),
+    #[error("box {0} is not stopped; there is nothing to resume")]
+    NotStopped(BoxId),
+    #[error("box {0} has no snapshot to resume from; `tinybox rm {0}` removes it")]
+    NoSnapshot(BoxId),
+}
+
+/// The class of an error: what a program calling tinybox branches on. The
+/// CLI's `--json` kind and the bus's code are each one spelling of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Not declared by the sandbox; refused before any driver heard of it.
+    Unsupported,
+    /// The request breaks a rule (a bad name, a zero limit, a conflict, ...).
+    Invalid,
+    /// The named box does not exist.
+    BoxNotFound,
+    /// The store could not be read or written.
+    StoreIo,
+    /// The store is corrupt, or refused the write.
+    Store,
+    /// No driver can serve it here.
+    Unavailable,
+    /// The driver answered and refused or failed, with its own code.
+    Driver(ErrorCode),
+    /// The driver broke: died, timed out, or broke the protocol.
+    DriverFailure,
+    UnknownHost,
+    /// The box exists but cannot take the request now.
+    NotReady,
+    Io,
+}
+
+impl ErrorKind {
+    /// The word `tinybox --json` prints as `{"error": {"kind": ...}}`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::BoxNotFound | ErrorKind::StoreIo | ErrorKind::Store => "store",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Driver(_) => "driver",
+            ErrorKind::DriverFailure => "driver_failure",
+            ErrorKind::UnknownHost => "unknown_host",
+            ErrorKind::NotReady => "not_ready",
+            ErrorKind::Io => "io",
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -60,8 +234,38 @@ impl Error {
         Error::Io { context: context.into(), source }
     }
 
-    pub fn unsupported(sandbox: &SandboxName, capability: impl Into<String>) -> Self {
-        Error::Unsupported { sandbox: sandbox.clone(), capability: capability.into() }
+    pub fn unsupported(sandbox: &SandboxName, capability: Capability) -> Self {
+        Error::Unsupported { sandbox: sandbox.clone(), capability }
+    }
+
+    /// This error's class. Exhaustive on purpose: a new variant is
+    /// classified here, once, for every front end.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
+            Error::Request(_)
+            | Error::Spec(_)
+            | Error::Exec(_)
+            | Error::Name(_)
+            | Error::Host(_)
+            | Error::Template(_)
+            | Error::Lifecycle(_)
+            | Error::Settings { .. }
+            | Error::NotVerifiable(_) => ErrorKind::Invalid,
+            Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
+            Error::Sync(_) => ErrorKind::Invalid,
+            Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,
+            Error::Store(StoreError::Io { .. }) => ErrorKind::StoreIo,
+            Error::Store(_) => ErrorKind::Store,
+            Error::DriverNotFound { .. } | Error::DriverUnavailable { .. } | Error::NoSandbox(_) => {
+                ErrorKind::Unavailable
+            }
+            Error::Driver { code, .. } => ErrorKind::Driver(*code),
+            Error::Protocol { .. } | Error::DriverDied { .. } | Error::DriverTimeout { .. } => ErrorKind::DriverFailure,
+            Error::UnknownHost { .. } => ErrorKind::UnknownHost,
+            Error::BoxNotReady { .. } => ErrorKind::NotReady,
+            Error::Io { .. } => ErrorKind::Io,
+        }
     }
 }
 
@@ -75,4 +279,53 @@ fn display_paths(paths: &[PathBuf]) -> String {
 fn tail_suffix(tail: &str) -> String {
     let t = tail.trim();
     if t.is_empty() { String::new() } else { format!("; its last words: {}", t.replace('\n', " | ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_read_as_they_always_have() {
+        let cases = [
+            (
+                Capability::Limit { limit: Limit::Memory, enforced: [Limit::Cpu, Limit::Pids].into() },
+                "memory limit (it enforces cpu, pids)",
+            ),
+            (Capability::Limit { limit: Limit::Cpu, enforced: BTreeSet::new() }, "cpu limit (it enforces no limits)"),
+            (Capability::NetworkDeny, "network deny (it cannot confine the network)"),
+            (Capability::PortForward, "port_forward"),
+            (Capability::Option { name: "accel".into(), takes: vec![] }, "option accel (it takes no options)"),
+            (
+                Capability::Isolation { floor: IsolationLevel::Kernel, declared: IsolationLevel::None },
+                "isolation kernel or stronger (it declares none)",
+            ),
+            (
+                Capability::BoxIsolation { floor: IsolationLevel::Hardware, has: IsolationLevel::Kernel },
+                "isolation hardware or stronger (this box has kernel)",
+            ),
+            (Capability::Source(SourceKind::LocalDir), "workspace source local_dir"),
+            (Capability::SnapshotSource, "snapshots"),
+            (Capability::Snapshot, "snapshot"),
+            (Capability::Fork, "fork"),
+        ];
+        for (cap, text) in cases {
+            assert_eq!(cap.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn every_class_has_its_cli_word() {
+        let sandbox = SandboxName::new("passthrough").unwrap();
+        let e = Error::unsupported(&sandbox, Capability::Snapshot);
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert_eq!(e.to_string(), "sandbox passthrough does not support snapshot");
+        let id = BoxId::new("box-9").unwrap();
+        assert_eq!(Error::Store(StoreError::NotFound(id.clone())).kind().as_str(), "store");
+        assert_eq!(Error::Lifecycle(LifecycleError::NotStopped(id)).kind(), ErrorKind::Invalid);
+        assert_eq!(Error::Host(HostError::LocalIsBuiltIn("removed")).kind().as_str(), "invalid");
+        let driver = Error::Driver { driver: "d".into(), code: ErrorCode::NotFound, message: "m".into() };
+        assert_eq!(driver.kind(), ErrorKind::Driver(ErrorCode::NotFound));
+        assert_eq!(driver.kind().as_str(), "driver");
+    }
 }

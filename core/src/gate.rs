@@ -5,11 +5,11 @@
 //! force, so a driver is never handed a limit or a policy it cannot apply.
 
 use tinybox_sdk::model::{
-    Feature, Limit, NetworkInForce, NetworkPolicy, Resources, SandboxCapabilities, SandboxName, SnapshotSupport,
+    Feature, NetworkInForce, NetworkPolicy, Resources, SandboxCapabilities, SandboxName, SnapshotSupport,
     WorkspaceSource,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{Capability, Error, Result};
 use crate::model::BoxSpec;
 
 /// What a create will put in force, once the gate has passed it.
@@ -24,25 +24,25 @@ pub struct Admitted {
 
 /// Checks a create against a declaration.
 pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &BoxSpec) -> Result<Admitted> {
-    let refuse = |capability: String| Err(Error::unsupported(sandbox, capability));
+    let refuse = |capability: Capability| Err(Error::unsupported(sandbox, capability));
 
     if let Some(floor) = spec.min_isolation
         && caps.isolation < floor
     {
-        return refuse(format!("isolation {floor} or stronger (it declares {})", caps.isolation));
+        return refuse(Capability::Isolation { floor, declared: caps.isolation });
     }
     if let Some(source) = &spec.source {
         if !caps.sources.contains(&source.kind()) {
-            return refuse(format!("workspace source {}", source.kind()));
+            return refuse(Capability::Source(source.kind()));
         }
         if matches!(source, WorkspaceSource::Snapshot { .. }) && caps.snapshot == SnapshotSupport::None {
-            return refuse("snapshots".into());
+            return refuse(Capability::SnapshotSource);
         }
     }
     let enforced = if caps.has(&Feature::ResourceLimits) { caps.limits.clone() } else { Default::default() };
     for limit in spec.resources.set() {
         if !enforced.contains(&limit) {
-            return refuse(format!("{limit} limit (it enforces {})", list_or_none(&enforced)));
+            return refuse(Capability::Limit { limit, enforced });
         }
     }
     let limits = spec.resources.or(&Resources::defaults()).restricted_to(&enforced);
@@ -56,19 +56,14 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
             };
             (Some(policy), in_force)
         }
-        (false, Some(NetworkPolicy::Denied)) => return refuse("network deny (it cannot confine the network)".into()),
+        (false, Some(NetworkPolicy::Denied)) => return refuse(Capability::NetworkDeny),
         (false, _) => (None, NetworkInForce::NotConfined),
     };
     if !spec.ports.is_empty() && !caps.has(&Feature::PortForward) {
-        return refuse("port_forward".into());
+        return refuse(Capability::PortForward);
     }
     if let Some(name) = spec.options.keys().find(|name| !caps.options.contains(*name)) {
-        let takes = if caps.options.is_empty() {
-            "no options".to_owned()
-        } else {
-            caps.options.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
-        };
-        return refuse(format!("option {name} (it takes {takes})"));
+        return refuse(Capability::Option { name: name.clone(), takes: caps.options.iter().cloned().collect() });
     }
     Ok(Admitted { limits, network, network_in_force })
 }
@@ -76,7 +71,7 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
 /// Checks that a sandbox can take a snapshot.
 pub fn admit_snapshot(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Result<()> {
     if caps.snapshot == SnapshotSupport::None {
-        return Err(Error::unsupported(sandbox, "snapshot"));
+        return Err(Error::unsupported(sandbox, Capability::Snapshot));
     }
     Ok(())
 }
@@ -85,17 +80,9 @@ pub fn admit_snapshot(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Resu
 pub fn admit_fork(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Result<()> {
     admit_snapshot(sandbox, caps)?;
     if !caps.has(&Feature::Fork) {
-        return Err(Error::unsupported(sandbox, "fork"));
+        return Err(Error::unsupported(sandbox, Capability::Fork));
     }
     Ok(())
-}
-
-fn list_or_none(limits: &std::collections::BTreeSet<Limit>) -> String {
-    if limits.is_empty() {
-        "no limits".into()
-    } else {
-        limits.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(", ")
-    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,11 @@ pub mod gate;
 pub mod hosts;
 pub mod model;
 pub mod paths;
+pub mod request;
 pub mod store;
 pub mod sync;
 pub mod verify;
 
-pub use engine::{BoxView, DriverReport, ExecOutcome, ReapOutcome, Target, Tinybox};
-pub use error::{Error, Result};
+pub use engine::{BoxView, DriverListing, DriverReport, ExecOutcome, HostAdded, ReapOutcome, Target, Tinybox};
+pub use error::{Error, ErrorKind, Result};
+pub use request::{CreatePlan, CreateRequest, Created, SandboxChoice};

@@ -36,6 +36,9 @@ pub const METHODS: &[&str] = &[
     "template.rm",
     "reap",
     "drivers",
+    "host.add",
+    "host.ls",
+    "host.rm",
     "close",
 ];
 
@@ -166,7 +169,20 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
         "drivers" => {
             params::parse::<params::NoParams>(method, rest)?;
             let engine = engine(st, &common)?;
-            ok(&st.block_on(engine.driver_reports()))
+            ok(&st.block_on(engine.driver_listing()))
+        }
+        "host.add" => {
+            let request: tinybox_core::hosts::SshHostRequest = params::parse(method, rest)?;
+            ok(&engine(st, &common)?.host_add(&request)?)
+        }
+        "host.ls" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            ok(&engine(st, &common)?.host_table()?)
+        }
+        "host.rm" => {
+            let p: params::HostNameParams = params::parse(method, rest)?;
+            engine(st, &common)?.host_remove(&p.name)?;
+            Ok(json!({ "removed": p.name }))
         }
         "close" => {
             params::parse::<params::NoParams>(method, rest)?;
@@ -193,25 +209,11 @@ fn running(st: &State, handle: &str) -> CallResult<Arc<Running>> {
     })
 }
 
-/// `create`, as `tinybox create` does it: the sandbox named, or the
-/// strongest healthy one (never passthrough unless named); the namespace
-/// given, or the store's configured one; a template resolved to its snapshot.
-fn create(st: &State, common: &Common, p: params::CreateParams) -> CallResult<Value> {
-    let dir = store_dir(common);
-    let engine = st.engine(&dir)?;
-    let configured = if p.namespace.is_none() { params::configured_namespace(&dir)? } else { None };
-    let info = st.block_on(async {
-        let sandbox = match &p.sandbox {
-            Some(s) => s.clone(),
-            None => engine.choose_sandbox(p.floor()).await?.0,
-        };
-        let mut spec = p.spec(sandbox, configured)?;
-        if let Some(t) = &p.from_template {
-            spec.source = Some(engine.template_source(t, &spec.workspace)?);
-        }
-        Ok::<_, CallError>(engine.create(spec).await?)
-    })?;
-    ok(&info)
+/// `create`: core makes every decision (`Tinybox::create_requested`).
+fn create(st: &State, common: &Common, request: tinybox_core::CreateRequest) -> CallResult<Value> {
+    let engine = engine(st, common)?;
+    let created = st.block_on(engine.create_requested(&request))?;
+    ok(&created.info)
 }
 
 fn start(st: &State, common: &Common, p: &params::ExecParams, stream: Option<usize>) -> CallResult<Arc<Running>> {

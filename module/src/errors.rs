@@ -4,8 +4,7 @@
 //! (docs/specs/json-shapes.md).
 
 use serde_json::{Value, json};
-use tinybox_core::Error;
-use tinybox_core::store::StoreError;
+use tinybox_core::{Error, ErrorKind};
 use tinybox_sdk::protocol::ErrorCode;
 
 /// The stable error codes of ABI v1. A code is never renamed or reused;
@@ -114,45 +113,40 @@ impl From<Error> for CallError {
     }
 }
 
-/// The bus code and the CLI kind of an engine error. Exhaustive on purpose:
-/// a new variant must be given a code here before the module builds.
+/// The bus code and the CLI kind of an engine error: core classifies
+/// ([`Error::kind`]), the bus only spells each class as a code.
 fn classify(e: &Error) -> (Code, &'static str) {
-    match e {
-        Error::Unsupported { .. } => (Code::Unsupported, "unsupported"),
-        Error::Spec(_) | Error::Exec(_) | Error::Name(_) | Error::Refused(_) => (Code::InvalidArgument, "invalid"),
-        Error::Store(StoreError::NotFound(_)) => (Code::NotFound, "store"),
-        Error::Store(StoreError::Io { .. }) => (Code::Io, "store"),
-        Error::Store(_) => (Code::Store, "store"),
-        Error::DriverNotFound { .. } | Error::DriverUnavailable { .. } | Error::NoSandbox(_) => {
-            (Code::Unavailable, "unavailable")
-        }
-        Error::Driver { code, .. } => (
-            match code {
-                ErrorCode::NotFound => Code::NotFound,
-                ErrorCode::Unsupported => Code::Unsupported,
-                ErrorCode::InvalidRequest => Code::InvalidArgument,
-                ErrorCode::Unavailable => Code::Unavailable,
-                _ => Code::DriverError,
-            },
-            "driver",
-        ),
-        Error::Protocol { .. } | Error::DriverDied { .. } | Error::DriverTimeout { .. } => {
-            (Code::DriverFailure, "driver_failure")
-        }
-        Error::UnknownHost { .. } => (Code::NotFound, "unknown_host"),
-        Error::BoxNotReady { .. } => (Code::NotReady, "not_ready"),
-        Error::Io { .. } => (Code::Io, "io"),
-    }
+    let kind = e.kind();
+    let code = match kind {
+        ErrorKind::Unsupported => Code::Unsupported,
+        ErrorKind::Invalid => Code::InvalidArgument,
+        ErrorKind::BoxNotFound | ErrorKind::UnknownHost => Code::NotFound,
+        ErrorKind::StoreIo | ErrorKind::Io => Code::Io,
+        ErrorKind::Store => Code::Store,
+        ErrorKind::Unavailable => Code::Unavailable,
+        ErrorKind::Driver(code) => match code {
+            ErrorCode::NotFound => Code::NotFound,
+            ErrorCode::Unsupported => Code::Unsupported,
+            ErrorCode::InvalidRequest => Code::InvalidArgument,
+            ErrorCode::Unavailable => Code::Unavailable,
+            _ => Code::DriverError,
+        },
+        ErrorKind::DriverFailure => Code::DriverFailure,
+        ErrorKind::NotReady => Code::NotReady,
+    };
+    (code, kind.as_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tinybox_core::error::Capability;
     use tinybox_core::model::{BoxId, SandboxName};
+    use tinybox_core::store::StoreError;
 
     #[test]
     fn engine_errors_keep_their_message_and_get_a_code_and_the_cli_kind() {
-        let e: CallError = Error::unsupported(&SandboxName::new("passthrough").unwrap(), "snapshot").into();
+        let e: CallError = Error::unsupported(&SandboxName::passthrough(), Capability::Snapshot).into();
         assert_eq!(e.code, Code::Unsupported);
         assert_eq!(e.to_json()["error"]["kind"], "unsupported");
         assert_eq!(e.to_json()["error"]["message"], "sandbox passthrough does not support snapshot");

@@ -1,7 +1,9 @@
 //! Method parameters. Each is a JSON object whose fields mirror the CLI's
 //! flags; an unknown field is refused rather than ignored, because a
 //! misspelt limit silently dropped is a limit the caller believes is in
-//! force and is not.
+//! force and is not. `create` and `host.add` take core's own requests
+//! (`CreateRequest`, `SshHostRequest`) as they are: only the bus's own
+//! parameters (exec's captured streams and handles) are defined here.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,10 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tinybox_core::model::{
-    BoxId, BoxSpec, ExecRequest, HostName, IsolationLevel, Lifecycle, NetworkPolicy, Placement, PortMapping, Resources,
-    SandboxName, SnapshotId, TemplateName, WorkspaceSource,
-};
+use tinybox_core::model::{BoxId, ExecRequest, HostName, TemplateName};
 
 use crate::errors::{CallError, CallResult, Code};
 
@@ -99,190 +98,10 @@ pub struct TemplateNameParams {
     pub name: TemplateName,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkArg {
-    Deny,
-    Egress,
-}
-
-/// A size in bytes, or text such as "512M" as the CLI reads it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Size {
-    Bytes(u64),
-    Text(String),
-}
-
-impl Size {
-    fn bytes(&self) -> CallResult<u64> {
-        match self {
-            Size::Bytes(n) => Ok(*n),
-            Size::Text(t) => tinybox_core::model::resources::parse_size(t).map_err(CallError::invalid),
-        }
-    }
-}
-
-/// `"HOST:GUEST"`, `"PORT"`, or `{"host": H, "guest": G}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum Port {
-    Text(String),
-    Pair { host: u32, guest: u32 },
-}
-
-impl Port {
-    fn mapping(&self) -> CallResult<PortMapping> {
-        let bad = || CallError::invalid(format!("{self:?} is not a port mapping HOST:GUEST with ports 1-65535"));
-        let port = |n: u32| u16::try_from(n).ok().filter(|p| *p > 0);
-        let text = |s: &str| s.parse::<u32>().ok().and_then(port);
-        match self {
-            Port::Pair { host, guest } => {
-                Ok(PortMapping { host: port(*host).ok_or_else(bad)?, guest: port(*guest).ok_or_else(bad)? })
-            }
-            Port::Text(s) => match s.split_once(':') {
-                Some((h, g)) => Ok(PortMapping { host: text(h).ok_or_else(bad)?, guest: text(g).ok_or_else(bad)? }),
-                None => text(s).map(|n| PortMapping { host: n, guest: n }).ok_or_else(bad),
-            },
-        }
-    }
-}
-
-/// `create`: the CLI's `tinybox create` flags, as fields.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateParams {
-    #[serde(default)]
-    pub host: Option<HostName>,
-    #[serde(default)]
-    pub sandbox: Option<SandboxName>,
-    #[serde(default)]
-    pub runner_host: Option<HostName>,
-    #[serde(default)]
-    pub runner_sandbox: Option<SandboxName>,
-    #[serde(default)]
-    pub untrusted: bool,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub image: Option<String>,
-    #[serde(default)]
-    pub workspace: Option<PathBuf>,
-    #[serde(default)]
-    pub from_snapshot: Option<SnapshotId>,
-    #[serde(default)]
-    pub from_template: Option<TemplateName>,
-    #[serde(default)]
-    pub git: Option<String>,
-    #[serde(default)]
-    pub ttl_secs: Option<u64>,
-    #[serde(default)]
-    pub persistent: Option<bool>,
-    #[serde(default)]
-    pub autosnapshot_secs: Option<u64>,
-    #[serde(default)]
-    pub network: Option<NetworkArg>,
-    #[serde(default)]
-    pub cpus: Option<f64>,
-    #[serde(default)]
-    pub memory: Option<Size>,
-    #[serde(default)]
-    pub pids: Option<u64>,
-    #[serde(default)]
-    pub disk: Option<Size>,
-    #[serde(default)]
-    pub ports: Vec<Port>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-}
-
-impl CreateParams {
-    /// The isolation floor `untrusted` asks for.
-    pub fn floor(&self) -> Option<IsolationLevel> {
-        self.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR)
-    }
-
-    /// The spec these fields describe once the sandbox is known, as the
-    /// CLI's `BoxArgs::spec` builds it. Core validates the rest (positive
-    /// limits and lifetimes, the namespace, the environment).
-    pub fn spec(&self, sandbox: SandboxName, default_namespace: Option<String>) -> CallResult<BoxSpec> {
-        let local = || HostName::new("local").expect("valid");
-        let mut spec = BoxSpec::new(Placement::new(self.host.clone().unwrap_or_else(local), sandbox));
-        if self.runner_host.is_some() || self.runner_sandbox.is_some() {
-            let runner = Placement::new(
-                self.runner_host.clone().unwrap_or_else(local),
-                self.runner_sandbox.clone().unwrap_or_else(|| SandboxName::new("passthrough").expect("valid")),
-            );
-            spec = spec.with_runner(runner);
-        }
-        let sources = [
-            self.image.is_some(),
-            self.workspace.is_some(),
-            self.from_snapshot.is_some(),
-            self.from_template.is_some(),
-            self.git.is_some(),
-        ];
-        if sources.iter().filter(|s| **s).count() > 1 {
-            return Err(CallError::invalid(
-                "create: image, workspace, from_snapshot, from_template and git are alternatives; give at most one",
-            ));
-        }
-        spec.source = if let Some(r) = &self.image {
-            Some(WorkspaceSource::OciImage { reference: r.clone() })
-        } else if let Some(dir) = &self.workspace {
-            let abs = std::fs::canonicalize(dir)
-                .map_err(|e| CallError::invalid(format!("workspace {} cannot be used: {e}", dir.display())))?;
-            if !abs.is_dir() {
-                return Err(CallError::invalid(format!("workspace {} is not a directory", dir.display())));
-            }
-            Some(WorkspaceSource::LocalDir { path: abs })
-        } else if let Some(id) = &self.from_snapshot {
-            Some(WorkspaceSource::Snapshot { id: id.clone() })
-        } else {
-            self.git.as_ref().map(|url| WorkspaceSource::GitRepo { url: url.clone(), rev: None })
-        };
-        let persistent = match (self.persistent, self.autosnapshot_secs) {
-            (Some(false), Some(_)) => {
-                return Err(CallError::invalid("create: autosnapshot_secs applies to a persistent box only"));
-            }
-            (Some(true), _) | (None, Some(_)) => true,
-            _ => false,
-        };
-        spec.lifecycle = match (self.ttl_secs, persistent) {
-            (Some(_), true) => {
-                return Err(CallError::invalid(
-                    "create: ttl_secs and persistent conflict; a persistent box lives until removed",
-                ));
-            }
-            (None, true) => Lifecycle::persistent(
-                self.autosnapshot_secs.map(Duration::from_secs).unwrap_or(Lifecycle::DEFAULT_AUTOSNAPSHOT),
-            ),
-            (Some(ttl), false) => Lifecycle::ephemeral(Duration::from_secs(ttl)),
-            (None, false) => Lifecycle::default(),
-        };
-        spec.network = self.network.map(|n| match n {
-            NetworkArg::Deny => NetworkPolicy::Denied,
-            NetworkArg::Egress => NetworkPolicy::Egress,
-        });
-        if let Some(c) = self.cpus
-            && !c.is_finite()
-        {
-            return Err(CallError::invalid(format!("cpus {c} is not a number of cores like 1 or 0.5")));
-        }
-        spec.resources = Resources {
-            cpus: self.cpus,
-            memory_bytes: self.memory.as_ref().map(Size::bytes).transpose()?,
-            pids: self.pids,
-            disk_bytes: self.disk.as_ref().map(Size::bytes).transpose()?,
-        };
-        spec.ports = self.ports.iter().map(Port::mapping).collect::<CallResult<_>>()?;
-        spec.env = self.env.clone();
-        spec.min_isolation = self.floor();
-        if let Some(ns) = self.namespace.clone().or(default_namespace) {
-            spec.namespace = ns;
-        }
-        Ok(spec)
-    }
+pub struct HostNameParams {
+    pub name: HostName,
 }
 
 /// `exec` and `exec.start`.
@@ -396,83 +215,18 @@ impl HandleParams {
     }
 }
 
-/// The namespace in the store's `config.json`, read as the CLI reads it
-/// (cli/src/config.rs): a missing file is no setting.
-pub fn configured_namespace(store_dir: &std::path::Path) -> CallResult<Option<String>> {
-    let path = store_dir.join("config.json");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CallError::new(Code::Io, format!("cannot read {}: {e}", path.display()))),
-    };
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Config {
-        #[serde(default)]
-        namespace: Option<String>,
-    }
-    let config: Config = serde_json::from_str(&text).map_err(|e| {
-        CallError::invalid(format!(
-            "{} is not a valid configuration ({e}); it holds one JSON object such as {{\"namespace\": \"alice\"}}",
-            path.display()
-        ))
-    })?;
-    if let Some(ns) = &config.namespace {
-        tinybox_core::model::names::validate_name("namespace", ns)
-            .map_err(|e| CallError::invalid(format!("{}: {e}", path.display())))?;
-    }
-    Ok(config.namespace)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn create(json: &str) -> CallResult<BoxSpec> {
-        let p: CreateParams = parse("create", serde_json::from_str(json).unwrap())?;
-        p.spec(SandboxName::new("passthrough").unwrap(), None)
-    }
-
     #[test]
-    fn create_fields_become_the_spec_the_cli_flags_would() {
-        let spec = create(
-            r#"{"memory": "512M", "disk": 1024, "pids": 7, "cpus": 0.5, "ports": ["8080:80", {"host": 1, "guest": 2}, "9"],
-                "env": {"A": "b"}, "network": "egress", "ttl_secs": 90, "namespace": "alice", "untrusted": true}"#,
-        )
-        .unwrap();
-        assert_eq!(spec.resources.memory_bytes, Some(512 << 20));
-        assert_eq!(spec.resources.disk_bytes, Some(1024));
-        assert_eq!(spec.resources.pids, Some(7));
-        assert_eq!(spec.ports.len(), 3);
-        assert_eq!(spec.ports[2], PortMapping { host: 9, guest: 9 });
-        assert_eq!(spec.network, Some(NetworkPolicy::Egress));
-        assert_eq!(spec.lifecycle, Lifecycle::Ephemeral { ttl_secs: 90 });
-        assert_eq!(spec.namespace, "alice");
-        assert_eq!(spec.min_isolation, Some(IsolationLevel::Kernel));
-        assert!(!spec.has_separate_runner());
-        let spec = create(r#"{"persistent": true, "runner_sandbox": "passthrough", "runner_host": "local"}"#).unwrap();
-        assert_eq!(spec.lifecycle, Lifecycle::Persistent { autosnapshot_secs: 60 });
-        let spec = create(r#"{"autosnapshot_secs": 5}"#).unwrap();
-        assert_eq!(spec.lifecycle, Lifecycle::Persistent { autosnapshot_secs: 5 });
-    }
-
-    #[test]
-    fn bad_create_fields_are_refused_naming_the_field() {
-        for (json, needle) in [
-            (r#"{"memroy": "1G"}"#, "unknown field `memroy`"),
-            (r#"{"sandbox": "bad/name"}"#, "contains '/'"),
-            (r#"{"memory": "lots"}"#, "is not a number"),
-            (r#"{"ports": ["0:80"]}"#, "not a port mapping"),
-            (r#"{"ports": [{"host": 70000, "guest": 1}]}"#, "not a port mapping"),
-            (r#"{"ttl_secs": 5, "persistent": true}"#, "conflict"),
-            (r#"{"image": "x", "git": "y"}"#, "alternatives"),
-            (r#"{"workspace": "/nonexistent/dir"}"#, "cannot be used"),
-            (r#"{"pids": -1}"#, "invalid value"),
-        ] {
-            let err = create(json).unwrap_err();
-            assert_eq!(err.code, Code::InvalidArgument, "{json}");
-            assert!(err.message.contains(needle), "{json}: {}", err.message);
-        }
+    fn create_takes_core_s_request_and_refuses_an_unknown_field() {
+        let r: tinybox_core::CreateRequest =
+            parse("create", serde_json::json!({"memory": "512M", "accel": "tcg", "host": "ssh:b"})).unwrap();
+        assert_eq!(r.accel.as_deref(), Some("tcg"));
+        let err = parse::<tinybox_core::CreateRequest>("create", serde_json::json!({"memroy": "1G"})).unwrap_err();
+        assert_eq!(err.code, Code::InvalidArgument);
+        assert!(err.message.starts_with("create: unknown field `memroy`"), "{}", err.message);
     }
 
     #[test]

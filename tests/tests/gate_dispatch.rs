@@ -11,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tinybox_core::clock::ManualClock;
+use tinybox_core::error::Capability;
 use tinybox_core::model::{
     BoxSpec, HostName, IsolationLevel, NetworkPolicy, Placement, PortMapping, SandboxName, SnapshotId, WorkspaceSource,
 };
 use tinybox_core::{Error, Target, Tinybox};
-use tinybox_sdk::model::{ExecRequest, ExitStatus};
+use tinybox_sdk::model::{ExecRequest, ExitStatus, Limit, SourceKind};
 use tinybox_sdk::stdio::StdioFds;
 
 const SANDBOX: &str = "declares-nothing";
@@ -65,27 +66,30 @@ impl Setup {
     }
 }
 
-/// Checks `err` is the gate's refusal naming `declares-nothing` and a
-/// capability containing `capability`.
-fn assert_unsupported(err: &Error, capability: &str) {
+/// Checks `err` is the gate's refusal naming `declares-nothing` and exactly `capability`.
+fn assert_unsupported(err: &Error, capability: &Capability) {
     match err {
         Error::Unsupported { sandbox, capability: what } => {
             assert_eq!(sandbox.as_str(), SANDBOX);
-            assert!(what.contains(capability), "refused {what:?}, expected {capability:?}");
+            assert_eq!(what, capability);
         }
         other => panic!("expected Unsupported({capability}), got {other:?}"),
     }
     assert!(err.to_string().contains(SANDBOX), "{err}");
 }
 
+fn no_limit(limit: Limit) -> Capability {
+    Capability::Limit { limit, enforced: Default::default() }
+}
+
 /// Creates a box from `spec` as altered by `ask`, expecting the gate to
 /// refuse `capability` with nothing but the handshake reaching the driver.
-async fn create_is_refused(capability: &str, ask: impl FnOnce(&mut BoxSpec)) {
+async fn create_is_refused(capability: Capability, ask: impl FnOnce(&mut BoxSpec)) {
     let s = Setup::new();
     let mut spec = s.spec();
     ask(&mut spec);
     let err = bounded("create", s.engine.create(spec)).await.expect_err("the gate must refuse");
-    assert_unsupported(&err, capability);
+    assert_unsupported(&err, &capability);
     assert!(s.engine.list().unwrap().is_empty(), "a refused create left a record");
     bounded("closing the engine", s.engine.close()).await;
     assert_eq!(s.calls(), ["handshake"], "the driver was called for a refused create");
@@ -93,42 +97,45 @@ async fn create_is_refused(capability: &str, ask: impl FnOnce(&mut BoxSpec)) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_memory_limit_is_refused() {
-    create_is_refused("memory limit", |s| s.resources.memory_bytes = Some(1 << 30)).await;
+    create_is_refused(no_limit(Limit::Memory), |s| s.resources.memory_bytes = Some(1 << 30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_cpu_limit_is_refused() {
-    create_is_refused("cpu limit", |s| s.resources.cpus = Some(1.5)).await;
+    create_is_refused(no_limit(Limit::Cpu), |s| s.resources.cpus = Some(1.5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_pids_limit_is_refused() {
-    create_is_refused("pids limit", |s| s.resources.pids = Some(64)).await;
+    create_is_refused(no_limit(Limit::Pids), |s| s.resources.pids = Some(64)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_explicit_disk_limit_is_refused() {
-    create_is_refused("disk limit", |s| s.resources.disk_bytes = Some(1 << 30)).await;
+    create_is_refused(no_limit(Limit::Disk), |s| s.resources.disk_bytes = Some(1 << 30)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_deny_is_refused() {
-    create_is_refused("network deny", |s| s.network = Some(NetworkPolicy::Denied)).await;
+    create_is_refused(Capability::NetworkDeny, |s| s.network = Some(NetworkPolicy::Denied)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_is_refused() {
-    create_is_refused("port_forward", |s| s.ports = vec![PortMapping { host: 18080, guest: 80 }]).await;
+    create_is_refused(Capability::PortForward, |s| s.ports = vec![PortMapping { host: 18080, guest: 80 }]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_isolation_floor_above_its_declaration_is_refused() {
-    create_is_refused("isolation kernel", |s| s.min_isolation = Some(IsolationLevel::Kernel)).await;
+    create_is_refused(Capability::Isolation { floor: IsolationLevel::Kernel, declared: IsolationLevel::None }, |s| {
+        s.min_isolation = Some(IsolationLevel::Kernel)
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oci_image_source_is_refused() {
-    create_is_refused("workspace source oci_image", |s| {
+    create_is_refused(Capability::Source(SourceKind::OciImage), |s| {
         s.source = Some(WorkspaceSource::OciImage { reference: "docker.io/library/alpine:3".into() })
     })
     .await;
@@ -136,7 +143,7 @@ async fn an_oci_image_source_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_source_is_refused() {
-    create_is_refused("workspace source snapshot", |s| {
+    create_is_refused(Capability::Source(SourceKind::Snapshot), |s| {
         s.source = Some(WorkspaceSource::Snapshot { id: SnapshotId::new("snap-1").unwrap() })
     })
     .await;
@@ -152,11 +159,11 @@ async fn a_plain_box_is_created_but_never_snapshotted_or_forked() {
     let before = s.engine.list().unwrap();
 
     let err = bounded("snapshot", s.engine.snapshot(&info.id)).await.expect_err("snapshot must be refused");
-    assert_unsupported(&err, "snapshot");
+    assert_unsupported(&err, &Capability::Snapshot);
     let err = bounded("fork", s.engine.fork(&info.id)).await.expect_err("fork must be refused");
     // Fork needs a snapshot first, so either refusal is the gate's.
     let Error::Unsupported { capability, .. } = &err else { panic!("expected Unsupported, got {err:?}") };
-    assert!(capability == "snapshot" || capability == "fork", "refused {capability:?}");
+    assert!(matches!(capability, Capability::Snapshot | Capability::Fork), "refused {capability:?}");
     assert_unsupported(&err, capability);
 
     assert_eq!(s.engine.list().unwrap(), before, "a refused snapshot or fork changed the store");
@@ -203,7 +210,7 @@ async fn passthrough_exec_carries_argv_and_streams_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undeclared_option_is_refused() {
-    create_is_refused("option accel (it takes no options)", |s| {
+    create_is_refused(Capability::Option { name: "accel".into(), takes: vec![] }, |s| {
         s.options.insert("accel".into(), "tcg".into());
     })
     .await;
@@ -272,7 +279,11 @@ async fn a_floor_above_the_box_s_own_isolation_fails_and_leaves_no_box() {
     match &err {
         Error::Unsupported { sandbox, capability } => {
             assert_eq!(sandbox.as_str(), LOWERING);
-            assert_eq!(capability, "isolation kernel or stronger (this box has process)");
+            assert_eq!(
+                *capability,
+                Capability::BoxIsolation { floor: IsolationLevel::Kernel, has: IsolationLevel::Process }
+            );
+            assert_eq!(capability.to_string(), "isolation kernel or stronger (this box has process)");
         }
         other => panic!("expected Unsupported, got {other:?}"),
     }

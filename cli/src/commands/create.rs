@@ -15,7 +15,7 @@ pub struct CreateCmd {
 
 impl CreateCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let spec = super::spec_from(app, &self.box_args, &self.env.env).await?;
+        let spec = super::plan(app, &self.box_args, &self.env.env).await?.spec;
         let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
         let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
         output::print_created(app.json, &info);

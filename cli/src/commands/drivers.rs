@@ -28,20 +28,9 @@ impl DriversCmd {
 }
 
 pub async fn run(app: &App) -> Result<u8, Error> {
-    let reports = app.engine.driver_reports().await;
-    let verified = |r: &tinybox_core::DriverReport| {
-        r.path.as_deref().and_then(|p| tinybox_core::verify::cache::load(&app.store_dir, std::path::Path::new(p)))
-    };
+    let listing = app.engine.driver_listing().await;
     if app.json {
-        let rows: Vec<serde_json::Value> = reports
-            .iter()
-            .map(|r| {
-                let mut v = serde_json::to_value(r).expect("serializable");
-                v["verified"] = serde_json::to_value(verified(r)).expect("serializable");
-                v
-            })
-            .collect();
-        output::json(&rows);
+        output::json(&listing);
         return Ok(0);
     }
     let mut t = output::table(&[
@@ -57,7 +46,7 @@ pub async fn run(app: &App) -> Result<u8, Error> {
         "NETWORK",
         "VERIFIED",
     ]);
-    for r in &reports {
+    for tinybox_core::DriverListing { report: r, verified } in &listing {
         let dash = || "-".to_string();
         let caps = r.capabilities.as_ref();
         let join = |items: Vec<String>| if items.is_empty() { "none".to_string() } else { items.join(",") };
@@ -72,7 +61,7 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             caps.map(|c| join(c.features.iter().map(|f| f.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| join(c.limits.iter().map(|l| l.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| if c.network_deny { "can deny".into() } else { "not confined".into() }).unwrap_or_else(dash),
-            match verified(r) {
+            match verified {
                 Some(v) if v.passed => format!("pass ({} claims)", v.passes),
                 Some(v) => format!("FAIL ({} claims)", v.fails),
                 None => "-".into(),

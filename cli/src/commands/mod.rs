@@ -34,7 +34,7 @@ pub const EXEC_FAILURE: u8 = 125;
 pub struct App {
     pub engine: Tinybox,
     pub json: bool,
-    /// Where the store (and its config.json) lives.
+    /// Where the store lives.
     pub store_dir: PathBuf,
 }
 
@@ -44,15 +44,6 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         _ => 1,
     };
     let store = store.unwrap_or_else(tinybox_core::paths::default_store_dir);
-    // `--host ssh:DEST` names a host the table must hold before the engine loads it.
-    let ad_hoc = match &command {
-        Command::Create(c) => host::save_ad_hoc(&store, &c.box_args.placement.hosts()),
-        Command::Run(c) => host::save_ad_hoc(&store, &c.box_args.placement.hosts()),
-        _ => Ok(()),
-    };
-    if let Err(e) = ad_hoc {
-        return report(&e, json, failure_code);
-    }
     let engine = match Tinybox::open(&store) {
         Ok(e) => e,
         Err(e) => return report(&e, json, failure_code),
@@ -87,54 +78,24 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
 /// One line on stderr (and a JSON object on stdout with --json).
 fn report(e: &Error, json: bool, code: u8) -> u8 {
     if json {
-        crate::output::json(&serde_json::json!({ "error": { "kind": kind(e), "message": e.to_string() } }));
+        crate::output::json(&serde_json::json!({ "error": { "kind": e.kind().as_str(), "message": e.to_string() } }));
     }
     eprintln!("tinybox: {e}");
     code
 }
 
-fn kind(e: &Error) -> &'static str {
-    match e {
-        Error::Unsupported { .. } => "unsupported",
-        Error::Spec(_) | Error::Exec(_) | Error::Name(_) | Error::Refused(_) => "invalid",
-        Error::Store(_) => "store",
-        Error::DriverNotFound { .. } | Error::DriverUnavailable { .. } | Error::NoSandbox(_) => "unavailable",
-        Error::Driver { .. } => "driver",
-        Error::Protocol { .. } | Error::DriverDied { .. } | Error::DriverTimeout { .. } => "driver_failure",
-        Error::UnknownHost { .. } => "unknown_host",
-        Error::BoxNotReady { .. } => "not_ready",
-        Error::Io { .. } => "io",
-    }
-}
-
-/// The sandbox named, or the strongest healthy one, said out loud.
-pub async fn pick_sandbox(app: &App, args: &crate::args::BoxArgs) -> Result<tinybox_core::model::SandboxName, Error> {
-    if let Some(s) = &args.placement.sandbox {
-        return Ok(s.clone());
-    }
-    let floor = args.placement.untrusted.then_some(tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR);
-    let (name, isolation) = app.engine.choose_sandbox(floor).await?;
-    if !app.json {
-        eprintln!("tinybox: using sandbox {name} (isolation {isolation}), the strongest healthy one installed");
-    }
-    Ok(name)
-}
-
-/// The spec the flags describe, with the sandbox chosen and any template resolved.
-pub async fn spec_from(
+/// Plans the create the flags ask for, saying which sandbox core picked
+/// when none was named.
+pub async fn plan(
     app: &App,
     args: &crate::args::BoxArgs,
     env: &[(String, String)],
-) -> Result<tinybox_core::model::BoxSpec, Error> {
-    let sandbox = pick_sandbox(app, args).await?;
-    let mut spec = args.spec(sandbox, env).map_err(Error::Refused)?;
-    if args.placement.namespace.is_none()
-        && let Some(ns) = crate::config::Config::load(&app.store_dir)?.namespace
+) -> Result<tinybox_core::CreatePlan, Error> {
+    let plan = app.engine.plan_create(&args.request(env)?).await?;
+    if let Some(choice) = &plan.choice
+        && !app.json
     {
-        spec.namespace = ns;
+        eprintln!("tinybox: using sandbox {} (isolation {}), {}", choice.sandbox, choice.isolation, choice.reason);
     }
-    if let Some(t) = &args.from_template {
-        spec.source = Some(app.engine.template_source(t, &spec.workspace)?);
-    }
-    Ok(spec)
+    Ok(plan)
 }

@@ -18,7 +18,7 @@ pub struct RunCmd {
 impl RunCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         // `--env` belongs to the command here; the box gets none of its own.
-        let spec = super::spec_from(app, &self.box_args, &[]).await?;
+        let spec = super::plan(app, &self.box_args, &[]).await?.spec;
         let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
         let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
         if !app.json {

@@ -37,12 +37,7 @@ impl SyncCmd {
             Some(d) => d,
             None => match app.engine.get(&self.id)?.spec.source {
                 Some(WorkspaceSource::LocalDir { path }) => path,
-                _ => {
-                    return Err(Error::Refused(format!(
-                        "box {} was not made from a directory; name the directory to send",
-                        self.id
-                    )));
-                }
+                _ => return Err(tinybox_core::sync::SyncError::NotFromDirectory(self.id.to_string()).into()),
             },
         };
         let dir = std::fs::canonicalize(&dir).map_err(|e| Error::io(format!("cannot use {}", dir.display()), e))?;

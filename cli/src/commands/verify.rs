@@ -6,6 +6,8 @@ use tinybox_core::Error;
 use tinybox_core::verify::{self, Options, Report, Status};
 
 use super::App;
+use tinybox_core::request::merge_options;
+
 use crate::{args, output};
 
 #[derive(Debug, Args)]
@@ -25,11 +27,13 @@ pub struct VerifyCmd {
 
 impl VerifyCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let create_options = args::create_options(&self.options, self.accel.as_deref()).map_err(Error::Refused)?;
+        let create_options = merge_options(self.options.iter().cloned(), self.accel.as_deref())?;
         let opts = Options { image: Some(self.image), create_options };
-        let report = verify::verify(&app.engine, &self.name, &opts).await.map_err(|e| Error::Refused(e.0))?;
+        let report = verify::verify(&app.engine, &self.name, &opts).await.map_err(|e| Error::NotVerifiable(e.0))?;
         let passed = report.passed();
-        if let Err(e) = verify::cache::save(&app.store_dir, &report, app.engine.now()) {
+        if let Some(verdict) = report.verdict(app.engine.now())
+            && let Err(e) = tinybox_core::store::verdicts::save(&app.store_dir, &verdict)
+        {
             eprintln!("tinybox: the result was not recorded for `tinybox drivers`: {e}");
         }
         if app.json {

@@ -152,10 +152,32 @@ pub struct Connection {
     link: Link,
 }
 
-impl std::ops::Deref for Connection {
-    type Target = Link;
-    fn deref(&self) -> &Link {
-        &self.link
+/// What a connection does is its link's: said once here, so a reader sees
+/// exactly which calls a connection offers.
+impl Connection {
+    /// The driver's name.
+    pub fn name(&self) -> &str {
+        &self.link.name
+    }
+
+    /// A call bounded by the driver timeout.
+    pub async fn call<P: Serialize + Send, T: DeserializeOwned>(&self, method: &str, params: P) -> Result<T> {
+        self.link.call(method, params).await
+    }
+
+    /// A call that lasts as long as the command it runs.
+    pub async fn call_unbounded<P: Serialize + Send, T: DeserializeOwned>(&self, method: &str, params: P) -> Result<T> {
+        self.link.call_unbounded(method, params).await
+    }
+
+    /// The last of what the driver wrote on stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.link.stderr_tail()
+    }
+
+    /// Closes the driver's stdin and waits for it to exit, killing it past the timeout.
+    pub async fn close(&self) {
+        self.link.close().await
     }
 }
 

@@ -139,7 +139,7 @@ pub enum SandboxLink {
 impl SandboxLink {
     pub fn name(&self) -> SandboxName {
         match self {
-            SandboxLink::Passthrough { .. } => SandboxName::new(PASSTHROUGH).expect("valid"),
+            SandboxLink::Passthrough { .. } => SandboxName::passthrough(),
             SandboxLink::Driver { name, .. } => name.clone(),
         }
     }
@@ -209,7 +209,9 @@ impl SandboxLink {
 
     pub async fn snapshot(&self, target: BoxRef) -> Result<SnapshotId> {
         match self {
-            SandboxLink::Passthrough { .. } => Err(Error::unsupported(&self.name(), "snapshot")),
+            SandboxLink::Passthrough { .. } => {
+                Err(Error::unsupported(&self.name(), crate::error::Capability::Snapshot))
+            }
             SandboxLink::Driver { conn, .. } => {
                 let r: SnapshotResult = conn.call(method::SANDBOX_SNAPSHOT, target).await?;
                 Ok(r.id)
@@ -228,13 +230,27 @@ impl SandboxLink {
 /// Starts drivers on first use and keeps them for the life of the process.
 pub struct Drivers {
     config: DriverConfig,
+    /// The hosts that can be named: the configuration's, plus any a request
+    /// saved since (an `ssh:DEST` host).
+    table: std::sync::RwLock<crate::hosts::HostTable>,
     hosts: tokio::sync::Mutex<HashMap<HostName, Arc<HostLink>>>,
     sandboxes: tokio::sync::Mutex<HashMap<(SandboxName, HostName), Arc<SandboxLink>>>,
 }
 
 impl Drivers {
     pub fn new(config: DriverConfig) -> Self {
-        Drivers { config, hosts: Default::default(), sandboxes: Default::default() }
+        let table = std::sync::RwLock::new(config.hosts.clone());
+        Drivers { config, table, hosts: Default::default(), sandboxes: Default::default() }
+    }
+
+    /// How host `name` is reached, if it is known.
+    pub fn host_entry(&self, name: &HostName) -> Option<crate::hosts::HostEntry> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// Makes hosts saved after this engine was opened reachable.
+    pub fn add_hosts(&self, entries: impl IntoIterator<Item = (HostName, crate::hosts::HostEntry)>) {
+        self.table.write().unwrap_or_else(|p| p.into_inner()).extend(entries);
     }
 
     /// The host driver behind host `name`, with its inner hosts started first.
@@ -246,20 +262,20 @@ impl Drivers {
         if let Some(h) = self.hosts.lock().await.get(name) {
             return Ok(h.clone());
         }
-        let entry = self.config.hosts.get(name).cloned().ok_or_else(|| Error::UnknownHost {
+        let entry = self.host_entry(name).ok_or_else(|| Error::UnknownHost {
             name: name.to_string(),
-            known: self.config.hosts.keys().map(|h| h.to_string()).collect(),
+            known: self.table.read().unwrap_or_else(|p| p.into_inner()).keys().map(|h| h.to_string()).collect(),
         })?;
         if chain.contains(name) {
             chain.push(name.clone());
             let path: Vec<String> = chain.iter().map(|h| h.to_string()).collect();
-            return Err(Error::Refused(format!("hosts reach each other in a loop: {}", path.join(" -> "))));
+            return Err(crate::error::HostError::Loop(path).into());
         }
         chain.push(name.clone());
         let (methods, reverse) = if entry.driver == crate::hosts::LOCAL {
             (RpcModule::new(None), None)
         } else {
-            let inner_name = entry.inner.clone().unwrap_or_else(|| HostName::new(crate::hosts::LOCAL).expect("valid"));
+            let inner_name = entry.inner.clone().unwrap_or_else(HostName::local);
             let inner = Box::pin(self.host_via(&inner_name, chain)).await?;
             let reverse = Reverse::new(inner);
             (reverse_methods(Some(reverse.clone())), Some(reverse))

@@ -6,7 +6,7 @@ use tinybox_sdk::protocol::{BoxRef, CreateParams};
 
 use super::Tinybox;
 use crate::driver::SandboxLink;
-use crate::error::{Error, Result};
+use crate::error::{Capability, Error, Result, TemplateError};
 use crate::gate;
 use crate::model::{BoxInfo, BoxSpec, Instance, Phase, Placement};
 use crate::store::insert_new;
@@ -32,6 +32,10 @@ impl Tinybox {
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
         let mut synced_dir = None;
         let result = async {
+            // `host rm` checks for boxes and removes under the hosts file's
+            // lock; a host it removed before seeing this reservation is gone
+            // from the file now, and this box must not be made on it.
+            self.hosts_still_known(&spec)?;
             // On a remote host a local directory is synced there first, and
             // the box is made over the synced copy.
             let (ws_spec, synced) = self.workspace_spec(&id, &spec).await?;
@@ -69,18 +73,28 @@ impl Tinybox {
         }
     }
 
+    fn hosts_still_known(&self, spec: &BoxSpec) -> Result<()> {
+        let Some(dir) = self.store_dir.as_deref() else { return Ok(()) };
+        let table = crate::hosts::HostStore::open(dir)?.table()?;
+        for host in [&spec.workspace.host, &spec.runner.host] {
+            if !table.contains_key(host) {
+                let known = table.keys().map(|h| h.to_string()).collect();
+                return Err(Error::UnknownHost { name: host.to_string(), known });
+            }
+        }
+        Ok(())
+    }
+
     /// The snapshot a template names, checked against the sandbox it was taken with.
     pub fn template_source(&self, name: &TemplateName, workspace: &Placement) -> Result<WorkspaceSource> {
-        let templates =
-            self.templates.as_ref().ok_or_else(|| Error::Refused("this store keeps no templates".into()))?;
-        let t = templates
-            .get(name)?
-            .ok_or_else(|| Error::Refused(format!("no template named {name}; `tinybox template ls` lists them")))?;
+        let t = self.templates()?.get(name)?.ok_or_else(|| TemplateError::NotFound(name.to_string()))?;
         if t.sandbox != workspace.sandbox {
-            return Err(Error::Refused(format!(
-                "template {name} is a {} snapshot and cannot start a {} box; pass --sandbox {}",
-                t.sandbox, workspace.sandbox, t.sandbox
-            )));
+            return Err(TemplateError::OtherSandbox {
+                name: name.to_string(),
+                made_by: t.sandbox.to_string(),
+                wanted: workspace.sandbox.to_string(),
+            }
+            .into());
         }
         Ok(WorkspaceSource::Snapshot { id: t.snapshot })
     }
@@ -113,10 +127,7 @@ pub(super) async fn make_instance(
         // The declaration passed the gate, but this box is weaker: it must
         // not be used. Best effort, the same link takes it down again.
         let _ = link.destroy(BoxRef { box_id: id.clone(), handle: created.handle }).await;
-        return Err(Error::unsupported(
-            &placement.sandbox,
-            format!("isolation {floor} or stronger (this box has {isolation})"),
-        ));
+        return Err(Error::unsupported(&placement.sandbox, Capability::BoxIsolation { floor, has: isolation }));
     }
     Ok(Instance {
         placement: placement.clone(),

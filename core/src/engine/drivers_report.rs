@@ -7,6 +7,16 @@ use tinybox_sdk::protocol::{Health, Role};
 use super::Tinybox;
 use crate::driver::{Connection, discover, passthrough_capabilities};
 use crate::model::PASSTHROUGH;
+use crate::store::verdicts::{self, Verdict};
+
+/// One driver in `tinybox drivers`: its report and, for a driver binary,
+/// the verdict the conformance kit earned for exactly that binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriverListing {
+    #[serde(flatten)]
+    pub report: DriverReport,
+    pub verified: Option<Verdict>,
+}
 
 /// One driver as its handshake described it, or why it could not.
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +51,22 @@ impl DriverReport {
 }
 
 impl Tinybox {
+    /// Every driver with its verdict: what `tinybox drivers` shows.
+    pub async fn driver_listing(&self) -> Vec<DriverListing> {
+        let store = self.store_dir.clone();
+        self.driver_reports()
+            .await
+            .into_iter()
+            .map(|report| {
+                let verified = match (&store, &report.path) {
+                    (Some(store), Some(path)) => verdicts::load(store, std::path::Path::new(path)),
+                    _ => None,
+                };
+                DriverListing { report, verified }
+            })
+            .collect()
+    }
+
     /// Describes passthrough and every installed driver, started in parallel.
     pub async fn driver_reports(&self) -> Vec<DriverReport> {
         let timeouts = self.drivers.config().timeouts;

@@ -13,7 +13,7 @@ use tinybox_sdk::model::{BoxId, SnapshotId, SnapshotSupport, WorkspaceSource};
 
 use super::Tinybox;
 use super::create::make_instance;
-use crate::error::{Error, Result};
+use crate::error::{Error, LifecycleError, Result};
 use crate::gate;
 use crate::model::{BoxInfo, BoxSpec, Lifecycle, Phase};
 
@@ -63,13 +63,10 @@ impl Tinybox {
     pub async fn stop(&self, id: &BoxId) -> Result<BoxInfo> {
         let info = self.get(id)?;
         if let Lifecycle::Ephemeral { .. } = info.spec.lifecycle {
-            return Err(Error::Refused(format!(
-                "box {id} is ephemeral: only a persistent box (`tinybox create --persistent`) can be stopped and \
-                 resumed; `tinybox rm {id}` removes this one"
-            )));
+            return Err(LifecycleError::Ephemeral(id.clone()).into());
         }
         if info.phase == Phase::Stopped {
-            return Err(Error::Refused(format!("box {id} is already stopped; `tinybox resume {id}` brings it back")));
+            return Err(LifecycleError::AlreadyStopped(id.clone()).into());
         }
         // Refuses a box still being created, and a sandbox that takes no snapshots.
         self.snapshot(id).await?;
@@ -87,7 +84,7 @@ impl Tinybox {
         match info.phase {
             Phase::Stopped => {}
             Phase::Created => {
-                return Err(Error::Refused(format!("box {id} is not stopped; there is nothing to resume")));
+                return Err(LifecycleError::NotStopped(id.clone()).into());
             }
             Phase::Creating => {
                 return Err(Error::BoxNotReady {
@@ -97,9 +94,7 @@ impl Tinybox {
                 });
             }
         }
-        let newest = info.snapshots.last().ok_or_else(|| {
-            Error::Refused(format!("box {id} has no snapshot to resume from; `tinybox rm {id}` removes it"))
-        })?;
+        let newest = info.snapshots.last().ok_or_else(|| LifecycleError::NoSnapshot(id.clone()))?;
         let spec = BoxSpec { source: Some(WorkspaceSource::Snapshot { id: newest.id.clone() }), ..info.spec.clone() };
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;

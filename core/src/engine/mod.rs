@@ -6,6 +6,7 @@
 mod create;
 mod drivers_report;
 mod exec;
+mod hosts;
 mod lifecycle;
 mod remove;
 mod snapshot;
@@ -18,8 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tinybox_sdk::model::{BoxId, IsolationLevel, SandboxName};
 use tinybox_sdk::protocol::{BoxRef, BoxState};
 
-pub use drivers_report::DriverReport;
+pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
+pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
 pub use remove::ReapOutcome;
 pub use sync::{Observer, SyncEvent};
@@ -38,8 +40,11 @@ pub struct Tinybox {
     store: Arc<dyn Store>,
     templates: Option<TemplateStore>,
     clock: Arc<dyn Clock>,
-    drivers: Drivers,
+    pub(crate) drivers: Drivers,
     runtime_dir: PathBuf,
+    /// The store's directory, for a file store: where settings, hosts and
+    /// verdicts live beside the boxes. `None` for an in-memory store.
+    pub(crate) store_dir: Option<PathBuf>,
 }
 
 /// A box with its sandbox's current view of it.
@@ -70,7 +75,9 @@ impl Tinybox {
         // Absolute, as the protocol promises drivers, even for `--store rel/dir`.
         let state_dir = store_dir.join(DRIVER_STATE_DIR);
         drivers.state_dir = Some(std::path::absolute(&state_dir).unwrap_or(state_dir));
-        Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), drivers)
+        let mut engine = Tinybox::with_parts(store, Some(templates), Arc::new(SystemClock), drivers)?;
+        engine.store_dir = Some(store_dir.to_owned());
+        Ok(engine)
     }
 
     /// The engine over any store and clock (tests use MemoryStore and ManualClock).
@@ -86,6 +93,7 @@ impl Tinybox {
             clock,
             drivers: Drivers::new(drivers),
             runtime_dir: crate::paths::runtime_dir()?,
+            store_dir: None,
         })
     }
 
@@ -96,6 +104,11 @@ impl Tinybox {
 
     pub fn store(&self) -> &dyn Store {
         self.store.as_ref()
+    }
+
+    /// The file store's directory; `None` for an in-memory store.
+    pub fn store_dir(&self) -> Option<&Path> {
+        self.store_dir.as_deref()
     }
 
     pub fn now(&self) -> u64 {

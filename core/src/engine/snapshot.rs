@@ -5,7 +5,7 @@ use tinybox_sdk::model::{BoxId, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::BoxRef;
 
 use super::Tinybox;
-use crate::error::{Error, Result};
+use crate::error::{Result, TemplateError};
 use crate::gate;
 use crate::model::{BoxInfo, SnapshotRecord};
 use crate::store::Template;
@@ -57,12 +57,10 @@ impl Tinybox {
     }
 
     pub fn template_remove(&self, name: &TemplateName) -> Result<Template> {
-        self.templates()?
-            .remove(name)?
-            .ok_or_else(|| Error::Refused(format!("no template named {name}; `tinybox template ls` lists them")))
+        self.templates()?.remove(name)?.ok_or_else(|| TemplateError::NotFound(name.to_string()).into())
     }
 
-    fn templates(&self) -> Result<&crate::store::TemplateStore> {
-        self.templates.as_ref().ok_or_else(|| Error::Refused("this store keeps no templates".into()))
+    pub(super) fn templates(&self) -> Result<&crate::store::TemplateStore> {
+        self.templates.as_ref().ok_or_else(|| TemplateError::NoTemplates.into())
     }
 }

@@ -35,13 +35,6 @@ pub enum SyncEvent {
 /// Something that wants to see a sync's progress.
 pub type Observer<'a> = &'a (dyn Fn(SyncEvent) + Send + Sync);
 
-fn sync_error(e: SyncError) -> Error {
-    match e {
-        SyncError::Io { context, source } => Error::io(context, source),
-        other => Error::Refused(other.to_string()),
-    }
-}
-
 /// How a helper command on a host ended, and what it printed.
 struct Captured {
     status: ExitStatus,
@@ -69,14 +62,10 @@ impl Tinybox {
         let ws = self.instance(&info)?;
         let host = ws.placement.host.clone();
         if self.is_local_host(&host) {
-            return Err(Error::Refused(format!(
-                "box {id} is on this machine and uses its directory in place; there is nothing to sync"
-            )));
+            return Err(SyncError::Local(id.to_string()).into());
         }
         if !matches!(info.spec.source, Some(WorkspaceSource::LocalDir { .. })) {
-            return Err(Error::Refused(format!(
-                "box {id} was not made from a directory (create it with --workspace DIR), so it has no synced workspace"
-            )));
+            return Err(SyncError::NotFromDirectory(id.to_string()).into());
         }
         let remote = remote_workspace(&info.spec.namespace, id.as_str());
         self.sync_dir(&host, local_dir, &remote, false, observe).await
@@ -84,7 +73,7 @@ impl Tinybox {
 
     /// Whether `host` is this machine (a host served by the local driver).
     pub(super) fn is_local_host(&self, host: &HostName) -> bool {
-        self.drivers.config().hosts.get(host).is_some_and(|e| e.driver == crate::hosts::LOCAL)
+        self.drivers.host_entry(host).is_some_and(|e| e.driver == crate::hosts::LOCAL)
     }
 
     /// For `create`: on a remote host, a local directory is synced (fresh)
@@ -125,8 +114,7 @@ impl Tinybox {
             Ok::<_, SyncError>((tree, fp))
         })
         .await
-        .map_err(|e| Error::Refused(format!("reading the workspace failed: {e}")))?
-        .map_err(sync_error)?;
+        .map_err(|e| SyncError::Task(format!("reading the workspace failed: {e}")))??;
         let (files, bytes) = tree.totals();
         observe(SyncEvent::Scanned { files, bytes });
         let link = self.drivers.host(host).await?;
@@ -158,18 +146,19 @@ impl Tinybox {
             self.run_captured(&link, transfer::receive_argv(remote, &fingerprint, fresh), Some(stream_r.into())).await;
         // run_captured has dropped its copy of the read end, so a writer the
         // far side stopped reading sees a broken pipe and ends.
-        let written = writer.await.map_err(|e| Error::Refused(format!("the tar writer failed: {e}")))?;
+        let written = writer.await.map_err(|e| SyncError::Task(format!("the tar writer failed: {e}")))?;
         let ran = ran?;
         if ran.status.code == Some(NO_TAR) {
-            return Err(Error::Refused(format!("cannot sync to host {host}: {}", ran.stderr_line())));
+            return Err(SyncError::NoTar { host: host.to_string(), detail: ran.stderr_line() }.into());
         }
         if !ran.status.success() {
             let local = written.err().map(|e| format!("; sending: {e}")).unwrap_or_default();
-            return Err(Error::Refused(format!(
-                "sync to host {host} failed ({}): {}{local}; the far side's marker was not written, so the next sync sends again",
-                ran.status,
-                ran.stderr_line()
-            )));
+            return Err(SyncError::Failed {
+                host: host.to_string(),
+                status: ran.status.to_string(),
+                detail: format!("{}{local}", ran.stderr_line()),
+            }
+            .into());
         }
         written.map_err(|e| Error::io("sending the workspace", e))?;
         let remote_dir = String::from_utf8_lossy(&ran.stdout).trim().to_owned();

@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use tinybox_sdk::model::{IsolationLevel, PortMapping, SnapshotId, SourceKind};
+use tinybox_sdk::model::{IsolationLevel, Limit, PortMapping, SnapshotId, SourceKind};
 
 use super::*;
 use crate::model::Placement;
@@ -13,7 +13,7 @@ fn spec() -> BoxSpec {
     BoxSpec::new(Placement::local_passthrough())
 }
 
-fn unsupported(r: Result<impl std::fmt::Debug>) -> String {
+fn unsupported(r: Result<impl std::fmt::Debug>) -> Capability {
     match r {
         Err(Error::Unsupported { sandbox, capability }) => {
             assert_eq!(sandbox, name());
@@ -42,30 +42,39 @@ fn a_declaration_of_nothing_refuses_every_gated_operation() {
 
     let mut s = spec();
     s.resources.memory_bytes = Some(1 << 30);
-    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("memory limit"));
+    assert_eq!(
+        unsupported(admit_create(&n, &caps, &s)),
+        Capability::Limit { limit: Limit::Memory, enforced: BTreeSet::new() }
+    );
 
     let mut s = spec();
     s.resources.cpus = Some(1.0);
-    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("cpu limit"));
+    assert_eq!(
+        unsupported(admit_create(&n, &caps, &s)),
+        Capability::Limit { limit: Limit::Cpu, enforced: BTreeSet::new() }
+    );
 
     let mut s = spec();
     s.network = Some(NetworkPolicy::Denied);
-    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("network deny"));
+    assert_eq!(unsupported(admit_create(&n, &caps, &s)), Capability::NetworkDeny);
 
     let mut s = spec();
     s.ports.push(PortMapping { host: 8080, guest: 80 });
-    assert_eq!(unsupported(admit_create(&n, &caps, &s)), "port_forward");
+    assert_eq!(unsupported(admit_create(&n, &caps, &s)), Capability::PortForward);
 
     let mut s = spec();
     s.min_isolation = Some(IsolationLevel::Kernel);
-    assert!(unsupported(admit_create(&n, &caps, &s)).starts_with("isolation kernel"));
+    assert_eq!(
+        unsupported(admit_create(&n, &caps, &s)),
+        Capability::Isolation { floor: IsolationLevel::Kernel, declared: IsolationLevel::None }
+    );
 
     let mut s = spec();
     s.source = Some(WorkspaceSource::LocalDir { path: "/tmp".into() });
-    assert_eq!(unsupported(admit_create(&n, &caps, &s)), "workspace source local_dir");
+    assert_eq!(unsupported(admit_create(&n, &caps, &s)), Capability::Source(SourceKind::LocalDir));
 
-    assert_eq!(unsupported(admit_snapshot(&n, &caps)), "snapshot");
-    assert_eq!(unsupported(admit_fork(&n, &caps)), "snapshot");
+    assert_eq!(unsupported(admit_snapshot(&n, &caps)), Capability::Snapshot);
+    assert_eq!(unsupported(admit_fork(&n, &caps)), Capability::Snapshot);
 }
 
 #[test]
@@ -94,7 +103,11 @@ fn explicit_asks_override_defaults_and_unenforced_ones_are_refused() {
 
     s.resources.disk_bytes = Some(1 << 30);
     let cap = unsupported(admit_create(&name(), &full(), &s));
-    assert_eq!(cap, "disk limit (it enforces cpu, memory, pids)");
+    assert_eq!(
+        cap,
+        Capability::Limit { limit: Limit::Disk, enforced: [Limit::Cpu, Limit::Memory, Limit::Pids].into() }
+    );
+    assert_eq!(cap.to_string(), "disk limit (it enforces cpu, memory, pids)");
 }
 
 #[test]
@@ -112,12 +125,12 @@ fn snapshot_sources_need_snapshot_support_and_fork_needs_the_feature() {
     caps.features.remove(&Feature::Fork);
     let mut s = spec();
     s.source = Some(WorkspaceSource::Snapshot { id: SnapshotId::new("sha-0123456789ab").unwrap() });
-    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "snapshots");
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), Capability::SnapshotSource);
 
     let mut caps = full();
     caps.features.remove(&Feature::Fork);
     assert!(admit_snapshot(&name(), &caps).is_ok());
-    assert_eq!(unsupported(admit_fork(&name(), &caps)), "fork");
+    assert_eq!(unsupported(admit_fork(&name(), &caps)), Capability::Fork);
 }
 
 #[test]
@@ -138,12 +151,15 @@ fn an_option_the_sandbox_did_not_declare_is_refused() {
     s.options.insert("accel".into(), "tcg".into());
     assert_eq!(
         unsupported(admit_create(&name(), &SandboxCapabilities::nothing(), &s)),
-        "option accel (it takes no options)"
+        Capability::Option { name: "accel".into(), takes: vec![] }
     );
 
     let mut caps = full();
     caps.options = ["cpu_model".to_owned(), "machine".to_owned()].into();
-    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "option accel (it takes cpu_model, machine)");
+    assert_eq!(
+        unsupported(admit_create(&name(), &caps, &s)),
+        Capability::Option { name: "accel".into(), takes: vec!["cpu_model".into(), "machine".into()] }
+    );
     let err = admit_create(&name(), &caps, &s).unwrap_err().to_string();
     assert_eq!(err, "sandbox thing does not support option accel (it takes cpu_model, machine)");
 }
@@ -161,5 +177,8 @@ fn declared_options_pass_and_values_are_the_drivers_to_check() {
 
     // Every name must be declared, not just one of them.
     s.options.insert("turbo".into(), "yes".into());
-    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), "option turbo (it takes accel)");
+    assert_eq!(
+        unsupported(admit_create(&name(), &caps, &s)),
+        Capability::Option { name: "turbo".into(), takes: vec!["accel".into()] }
+    );
 }

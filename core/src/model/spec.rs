@@ -23,7 +23,7 @@ impl Placement {
 
     /// `local` host, `passthrough` sandbox.
     pub fn local_passthrough() -> Self {
-        Placement::new(HostName::new("local").expect("valid"), SandboxName::new(PASSTHROUGH).expect("valid"))
+        Placement::new(HostName::local(), SandboxName::passthrough())
     }
 }
 

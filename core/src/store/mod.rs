@@ -6,7 +6,9 @@
 
 pub(crate) mod file;
 mod memory;
+pub mod settings;
 pub mod templates;
+pub mod verdicts;
 
 use std::path::PathBuf;
 
@@ -16,6 +18,7 @@ use crate::model::BoxInfo;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;
+pub use settings::Settings;
 pub use templates::{Template, TemplateStore};
 
 /// How many identifier collisions `insert_new` retries before giving up.

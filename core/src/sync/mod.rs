@@ -48,6 +48,18 @@ pub enum SyncError {
     Rules(String),
     #[error("walking the workspace: {0}")]
     Walk(String),
+    #[error("box {0} is on this machine and uses its directory in place; there is nothing to sync")]
+    Local(String),
+    #[error("box {0} was not made from a directory (create it with --workspace DIR), so it has no synced workspace")]
+    NotFromDirectory(String),
+    #[error("cannot sync to host {host}: {detail}")]
+    NoTar { host: String, detail: String },
+    #[error(
+        "sync to host {host} failed ({status}): {detail}; the far side's marker was not written, so the next sync sends again"
+    )]
+    Failed { host: String, status: String, detail: String },
+    #[error("{0}")]
+    Task(String),
     #[error("{context}: {source}")]
     Io {
         context: String,

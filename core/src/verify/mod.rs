@@ -6,7 +6,6 @@
 //! why it was SKIPPED. `tinybox drivers verify NAME` is the front end, and
 //! what a third-party driver author runs in CI (docs/specs/conformance.md).
 
-pub mod cache;
 mod capture;
 mod probes;
 mod protocol;
@@ -25,6 +24,7 @@ pub use capture::{GUARD, Output, run};
 
 use crate::Tinybox;
 use crate::model::{BoxSpec, Placement};
+use crate::store::verdicts::{self, Verdict};
 
 /// The image an image-only sandbox's boxes start from unless told otherwise.
 pub const DEFAULT_IMAGE: &str = "busybox:latest";
@@ -109,6 +109,24 @@ impl Report {
     /// No claim failed.
     pub fn passed(&self) -> bool {
         !self.claims.iter().any(|c| c.status == Status::Fail)
+    }
+
+    /// The verdict to keep for this report's driver binary; `None` for
+    /// passthrough (no binary) or a binary that cannot be read.
+    pub fn verdict(&self, now: u64) -> Option<Verdict> {
+        let digest = self.driver_path.as_deref().and_then(|p| verdicts::digest(std::path::Path::new(p)))?;
+        let count = |s: Status| self.claims.iter().filter(|c| c.status == s).count();
+        Some(Verdict {
+            sandbox: self.sandbox.clone(),
+            digest,
+            passed: self.passed(),
+            passes: count(Status::Pass),
+            fails: count(Status::Fail),
+            skipped: count(Status::Skipped),
+            verified_at: now,
+            kit_version: env!("CARGO_PKG_VERSION").into(),
+            create_options: self.create_options.clone(),
+        })
     }
 }
 
@@ -316,7 +334,7 @@ impl Kit<'_> {
     }
 
     fn spec(&self, source: Option<WorkspaceSource>) -> BoxSpec {
-        let placement = Placement::new(HostName::new(crate::hosts::LOCAL).expect("valid"), self.sandbox.clone());
+        let placement = Placement::new(HostName::local(), self.sandbox.clone());
         let mut spec = BoxSpec::new(placement);
         spec.source = source;
         spec.namespace = "tinybox-verify".into();

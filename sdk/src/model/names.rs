@@ -118,6 +118,20 @@ name_type!(
     TemplateName, "template"
 );
 
+impl HostName {
+    /// `local`: this machine, the built-in host.
+    pub fn local() -> HostName {
+        HostName("local".to_owned())
+    }
+}
+
+impl SandboxName {
+    /// `passthrough`: the built-in sandbox that confines nothing.
+    pub fn passthrough() -> SandboxName {
+        SandboxName("passthrough".to_owned())
+    }
+}
+
 #[cfg(test)]
 #[path = "names_tests.rs"]
 mod tests;

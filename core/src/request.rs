@@ -1,0 +1,436 @@
+//! The requests front ends make, and every rule that turns one into a box.
+//!
+//! A front end translates its own syntax into a request and prints what
+//! comes back; it decides nothing. The CLI maps its flags onto a
+//! [`CreateRequest`] field by field, the TinyBus module deserializes JSON
+//! straight into one (the field names are the bus's), and
+//! [`Tinybox::plan_create`] makes every decision: which source, how long
+//! the box lives, which sandbox when none was named, which namespace,
+//! which snapshot a template means, which hosts an `ssh:DEST` implies. So
+//! the same request gives the same box through either front end.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tinybox_sdk::model::{
+    HostName, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxName, SnapshotId, TemplateName,
+    WorkspaceSource,
+};
+
+use crate::Tinybox;
+use crate::error::{Error, Result};
+use crate::hosts::HostRef;
+use crate::model::{BoxInfo, BoxSpec, Lifecycle, Placement};
+use crate::store::Settings;
+
+/// The longest a box may be asked to live, or to wait between
+/// autosnapshots: a year. Past it a duration is a typo, not a plan.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+/// The fewest cores a box may be given; below it no sandbox schedules anything.
+pub const MIN_CPUS: f64 = 0.01;
+/// The most cores a box may be asked for.
+pub const MAX_CPUS: f64 = 1024.0;
+
+/// A request that breaks a rule no driver needs to be asked about.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error("image, workspace, from_snapshot, from_template and git are alternatives; give at most one")]
+    SourcesConflict,
+    #[error("ttl and persistent conflict; a persistent box lives until removed")]
+    TtlAndPersistent,
+    #[error("autosnapshot applies to a persistent box only")]
+    AutosnapshotNotPersistent,
+    #[error("{what} {secs}s is not positive; use at least 1s")]
+    NotPositive { what: &'static str, secs: u64 },
+    #[error("{what} {secs}s is longer than a year ({max}s); ask for less", max = MAX_LIFETIME.as_secs())]
+    TooLong { what: &'static str, secs: u64 },
+    #[error("cpus {0} is not a number of cores from {MIN_CPUS} to {MAX_CPUS}, like 1 or 0.5")]
+    Cpus(f64),
+    #[error("{0:?} is not a size like 512M or 2G")]
+    Size(String),
+    #[error("{0:?} is not a port mapping HOST:GUEST with ports 1-65535")]
+    Port(String),
+    #[error("option {key} is given twice, as {first:?} and {second:?}; give it once{hint}")]
+    OptionTwice { key: String, first: String, second: String, hint: &'static str },
+    #[error("workspace {path} cannot be used: {detail}")]
+    Workspace { path: PathBuf, detail: String },
+    #[error(
+        "workspace {path} would hand the box {what}; a workspace is a project directory (a box writes to it), never {rule}"
+    )]
+    SystemWorkspace { path: PathBuf, what: &'static str, rule: &'static str },
+}
+
+/// How a box may use the network, as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkChoice {
+    Deny,
+    Egress,
+}
+
+impl From<NetworkChoice> for NetworkPolicy {
+    fn from(n: NetworkChoice) -> Self {
+        match n {
+            NetworkChoice::Deny => NetworkPolicy::Denied,
+            NetworkChoice::Egress => NetworkPolicy::Egress,
+        }
+    }
+}
+
+/// A size in bytes, or text such as "512M".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Size {
+    pub fn bytes(&self) -> Result<u64, RequestError> {
+        match self {
+            Size::Bytes(n) => Ok(*n),
+            Size::Text(t) => crate::model::resources::parse_size(t).map_err(|_| RequestError::Size(t.clone())),
+        }
+    }
+}
+
+/// `"HOST:GUEST"`, `"PORT"` (both the same), or `{"host": H, "guest": G}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Port {
+    Text(String),
+    Pair { host: u32, guest: u32 },
+}
+
+impl Port {
+    pub fn mapping(&self) -> Result<PortMapping, RequestError> {
+        let port = |n: u32| u16::try_from(n).ok().filter(|p| *p > 0);
+        match self {
+            Port::Pair { host, guest } => match (port(*host), port(*guest)) {
+                (Some(host), Some(guest)) => Ok(PortMapping { host, guest }),
+                _ => Err(RequestError::Port(format!("{host}:{guest}"))),
+            },
+            Port::Text(s) => parse_port(s),
+        }
+    }
+}
+
+/// `HOST:GUEST`, or one port for both.
+pub fn parse_port(s: &str) -> Result<PortMapping, RequestError> {
+    let p = |v: &str| v.parse::<u16>().ok().filter(|n| *n > 0);
+    let bad = || RequestError::Port(s.to_owned());
+    match s.split_once(':') {
+        Some((h, g)) => Ok(PortMapping { host: p(h).ok_or_else(bad)?, guest: p(g).ok_or_else(bad)? }),
+        None => p(s).map(|n| PortMapping { host: n, guest: n }).ok_or_else(bad),
+    }
+}
+
+/// Cores as a request may give them. Zero and below are left to the
+/// spec's rule that every limit is positive, which says so in those words.
+pub fn check_cpus(c: f64) -> Result<f64, RequestError> {
+    if c <= 0.0 || (c.is_finite() && (MIN_CPUS..=MAX_CPUS).contains(&c)) { Ok(c) } else { Err(RequestError::Cpus(c)) }
+}
+
+/// A lifetime or a cadence: at least a second, at most [`MAX_LIFETIME`].
+pub fn check_duration(what: &'static str, secs: u64) -> Result<Duration, RequestError> {
+    if secs == 0 {
+        return Err(RequestError::NotPositive { what, secs });
+    }
+    if secs > MAX_LIFETIME.as_secs() {
+        return Err(RequestError::TooLong { what, secs });
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// Merges `accel` into `options`; a key given two different values is
+/// refused rather than one silently winning.
+pub fn merge_options(
+    pairs: impl IntoIterator<Item = (String, String)>,
+    accel: Option<&str>,
+) -> Result<BTreeMap<String, String>, RequestError> {
+    let accel = accel.map(|a| ("accel".to_owned(), a.to_owned()));
+    let mut options: BTreeMap<String, String> = BTreeMap::new();
+    for (key, value) in pairs.into_iter().chain(accel) {
+        match options.get(&key) {
+            Some(first) if *first != value => {
+                let hint = if key == "accel" { " (accel sets it too)" } else { "" };
+                return Err(RequestError::OptionTwice { key, first: first.clone(), second: value, hint });
+            }
+            _ => {
+                options.insert(key, value);
+            }
+        }
+    }
+    Ok(options)
+}
+
+/// Everything a caller may say about a new box. Unset fields mean "the
+/// default": what that is, core decides (see [`Tinybox::plan_create`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRequest {
+    /// Where the workspace runs: a configured host, or `ssh:DEST`; default `local`.
+    #[serde(default)]
+    pub host: Option<HostRef>,
+    /// What confines it; default the strongest healthy sandbox installed.
+    #[serde(default)]
+    pub sandbox: Option<SandboxName>,
+    /// A separate runner's host; default `local` when a runner is asked for.
+    #[serde(default)]
+    pub runner_host: Option<HostRef>,
+    /// A separate runner's sandbox; default passthrough when a runner is asked for.
+    #[serde(default)]
+    pub runner_sandbox: Option<SandboxName>,
+    /// Refuse anything below the isolation floor for untrusted code.
+    #[serde(default)]
+    pub untrusted: bool,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub workspace: Option<PathBuf>,
+    #[serde(default)]
+    pub from_snapshot: Option<SnapshotId>,
+    #[serde(default)]
+    pub from_template: Option<TemplateName>,
+    #[serde(default)]
+    pub git: Option<String>,
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    #[serde(default)]
+    pub persistent: Option<bool>,
+    #[serde(default)]
+    pub autosnapshot_secs: Option<u64>,
+    #[serde(default)]
+    pub network: Option<NetworkChoice>,
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    #[serde(default)]
+    pub memory: Option<Size>,
+    #[serde(default)]
+    pub pids: Option<u64>,
+    #[serde(default)]
+    pub disk: Option<Size>,
+    #[serde(default)]
+    pub ports: Vec<Port>,
+    /// Environment every command in the box starts with.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// microvm: `kvm` or `tcg`; the create option `accel`.
+    #[serde(default)]
+    pub accel: Option<String>,
+    /// Sandbox-specific create options; the gate refuses a name the sandbox did not declare.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+/// Which sandbox core picked for a request that named none, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxChoice {
+    pub sandbox: SandboxName,
+    pub isolation: IsolationLevel,
+    pub reason: String,
+}
+
+/// A request with every decision made, ready to create.
+#[derive(Debug, Clone)]
+pub struct CreatePlan {
+    pub spec: BoxSpec,
+    /// Set when the request named no sandbox.
+    pub choice: Option<SandboxChoice>,
+}
+
+/// A box made from a request, and what was chosen for it.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub info: BoxInfo,
+    pub choice: Option<SandboxChoice>,
+}
+
+impl CreateRequest {
+    /// The isolation floor the request asks for.
+    pub fn floor(&self) -> Option<IsolationLevel> {
+        self.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR)
+    }
+
+    fn lifecycle(&self) -> Result<Lifecycle, RequestError> {
+        let persistent = match (self.persistent, self.autosnapshot_secs) {
+            (Some(false), Some(_)) => return Err(RequestError::AutosnapshotNotPersistent),
+            (Some(true), _) | (None, Some(_)) => true,
+            _ => false,
+        };
+        Ok(match (self.ttl_secs, persistent) {
+            (Some(_), true) => return Err(RequestError::TtlAndPersistent),
+            (None, true) => Lifecycle::persistent(match self.autosnapshot_secs {
+                Some(secs) => check_duration("autosnapshot interval", secs)?,
+                None => Lifecycle::DEFAULT_AUTOSNAPSHOT,
+            }),
+            (Some(ttl), false) => Lifecycle::ephemeral(check_duration("ttl", ttl)?),
+            (None, false) => Lifecycle::default(),
+        })
+    }
+
+    /// The source, before templates are resolved (that needs the store).
+    fn source(&self, store_dir: Option<&Path>) -> Result<Option<WorkspaceSource>, RequestError> {
+        let given = [
+            self.image.is_some(),
+            self.workspace.is_some(),
+            self.from_snapshot.is_some(),
+            self.from_template.is_some(),
+            self.git.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() > 1 {
+            return Err(RequestError::SourcesConflict);
+        }
+        Ok(if let Some(reference) = &self.image {
+            Some(WorkspaceSource::OciImage { reference: reference.clone() })
+        } else if let Some(dir) = &self.workspace {
+            Some(WorkspaceSource::LocalDir { path: workspace_dir(dir, store_dir)? })
+        } else if let Some(id) = &self.from_snapshot {
+            Some(WorkspaceSource::Snapshot { id: id.clone() })
+        } else {
+            self.git.as_ref().map(|url| WorkspaceSource::GitRepo { url: url.clone(), rev: None })
+        })
+    }
+
+    /// The spec this request describes once the sandbox is known, with
+    /// everything that needs no driver and no store checked (a workspace
+    /// is checked against the store in `store_dir`, when given).
+    pub fn spec(&self, sandbox: SandboxName, store_dir: Option<&Path>) -> Result<BoxSpec, Error> {
+        let host = self.host.as_ref().map(HostRef::name).unwrap_or_else(HostName::local);
+        let mut spec = BoxSpec::new(Placement::new(host, sandbox));
+        if self.runner_host.is_some() || self.runner_sandbox.is_some() {
+            let runner = Placement::new(
+                self.runner_host.as_ref().map(HostRef::name).unwrap_or_else(HostName::local),
+                self.runner_sandbox.clone().unwrap_or_else(SandboxName::passthrough),
+            );
+            spec = spec.with_runner(runner);
+        }
+        spec.source = self.source(store_dir)?;
+        spec.lifecycle = self.lifecycle()?;
+        spec.network = self.network.map(NetworkPolicy::from);
+        spec.resources = Resources {
+            cpus: self.cpus.map(check_cpus).transpose()?,
+            memory_bytes: self.memory.as_ref().map(Size::bytes).transpose()?,
+            pids: self.pids,
+            disk_bytes: self.disk.as_ref().map(Size::bytes).transpose()?,
+        };
+        spec.ports = self.ports.iter().map(Port::mapping).collect::<Result<_, _>>()?;
+        spec.env = self.env.clone();
+        spec.min_isolation = self.floor();
+        if let Some(ns) = &self.namespace {
+            spec.namespace = ns.clone();
+        }
+        spec.options = merge_options(self.options.clone(), self.accel.as_deref())?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    fn ad_hoc_hosts(&self) -> Vec<&str> {
+        [&self.host, &self.runner_host].into_iter().flatten().filter_map(HostRef::ad_hoc).collect()
+    }
+}
+
+/// System directories, each with what binding it would hand a box.
+const SYSTEM_DIRS: &[(&str, &str)] = &[
+    ("/proc", "the kernel's view of every process"),
+    ("/sys", "the kernel's devices and settings"),
+    ("/dev", "the machine's devices"),
+    ("/etc", "the machine's configuration and secrets"),
+    ("/boot", "the machine's kernels and boot loader"),
+    ("/usr", "the programs everyone on the machine runs"),
+    ("/bin", "the programs everyone on the machine runs"),
+    ("/sbin", "the programs everyone on the machine runs"),
+    ("/lib", "the libraries everyone on the machine loads"),
+    ("/lib32", "the libraries everyone on the machine loads"),
+    ("/lib64", "the libraries everyone on the machine loads"),
+    ("/libx32", "the libraries everyone on the machine loads"),
+    ("/run", "the machine's running services and their sockets"),
+    ("/var/run", "the machine's running services and their sockets"),
+];
+
+/// The directory a `workspace` request names, resolved (symlinks too) and
+/// checked: it must be a directory, and never the whole machine, a system
+/// directory, or anywhere tinybox keeps its own records.
+pub fn workspace_dir(dir: &Path, store_dir: Option<&Path>) -> Result<PathBuf, RequestError> {
+    let abs = std::fs::canonicalize(dir)
+        .map_err(|e| RequestError::Workspace { path: dir.to_owned(), detail: e.to_string() })?;
+    if !abs.is_dir() {
+        return Err(RequestError::Workspace { path: dir.to_owned(), detail: "it is not a directory".into() });
+    }
+    if abs == Path::new("/") {
+        return Err(RequestError::SystemWorkspace {
+            path: dir.to_owned(),
+            what: "the whole machine",
+            rule: "/ or a system directory",
+        });
+    }
+    if let Some((_, what)) = SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
+        return Err(RequestError::SystemWorkspace { path: dir.to_owned(), what, rule: "/ or a system directory" });
+    }
+    if let Some(store) = store_dir.and_then(|s| std::fs::canonicalize(s).ok())
+        && (abs.starts_with(&store) || store.starts_with(&abs))
+    {
+        return Err(RequestError::SystemWorkspace {
+            path: dir.to_owned(),
+            what: "tinybox's own records (the store)",
+            rule: "the store, inside it, or a directory holding it",
+        });
+    }
+    Ok(abs)
+}
+
+impl Tinybox {
+    /// Makes every decision a create needs: checks the request, picks the
+    /// sandbox when none was named (saying which and why), applies the
+    /// store's namespace, resolves a template, and saves the hosts an
+    /// `ssh:DEST` implies — the last, so a request refused for anything
+    /// else leaves the store as it was.
+    pub async fn plan_create(&self, request: &CreateRequest) -> Result<CreatePlan> {
+        let store_dir = self.store_dir.as_deref();
+        // Everything that needs no driver first: a bad request starts none.
+        request.spec(SandboxName::passthrough(), store_dir)?;
+        let (sandbox, choice) = match &request.sandbox {
+            Some(s) => (s.clone(), None),
+            None => {
+                let (sandbox, isolation) = self.choose_sandbox(request.floor()).await?;
+                let reason = "the strongest healthy one installed".to_owned();
+                (sandbox.clone(), Some(SandboxChoice { sandbox, isolation, reason }))
+            }
+        };
+        let mut spec = request.spec(sandbox, store_dir)?;
+        if request.namespace.is_none()
+            && let Some(dir) = store_dir
+            && let Some(ns) = Settings::load(dir)?.namespace
+        {
+            spec.namespace = ns;
+        }
+        if let Some(t) = &request.from_template {
+            spec.source = Some(self.template_source(t, &spec.workspace)?);
+        }
+        let dests = request.ad_hoc_hosts();
+        if !dests.is_empty() {
+            let saved = match store_dir {
+                Some(dir) => crate::hosts::HostStore::open(dir)?.save_ad_hoc(&dests)?,
+                None => dests.iter().map(|d| (crate::hosts::ad_hoc_name(d), crate::hosts::ssh_entry(d))).collect(),
+            };
+            self.drivers.add_hosts(saved);
+        }
+        Ok(CreatePlan { spec, choice })
+    }
+
+    /// Creates the box a request describes: [`Tinybox::plan_create`], then
+    /// [`Tinybox::create`].
+    pub async fn create_requested(&self, request: &CreateRequest) -> Result<Created> {
+        let plan = self.plan_create(request).await?;
+        let info = self.create(plan.spec).await?;
+        Ok(Created { info, choice: plan.choice })
+    }
+}
+
+#[cfg(test)]
+#[path = "request_tests.rs"]
+mod tests;

@@ -1,0 +1,182 @@
+//! The request rules, without drivers: each refusal by its variant, and
+//! the spec each accepted request turns into.
+
+use std::time::Duration;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::driver::DriverConfig;
+use crate::store::MemoryStore;
+
+fn request(json: &str) -> CreateRequest {
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+}
+
+fn spec(r: &CreateRequest) -> Result<BoxSpec, Error> {
+    r.spec(SandboxName::passthrough(), None)
+}
+
+fn refusal(r: &CreateRequest) -> RequestError {
+    match spec(r) {
+        Err(Error::Request(e)) => e,
+        other => panic!("expected a RequestError, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_fields_are_refused_not_ignored() {
+    let err = serde_json::from_str::<CreateRequest>(r#"{"memroy": "1G"}"#).unwrap_err();
+    assert!(err.to_string().contains("unknown field `memroy`"), "{err}");
+}
+
+#[test]
+fn one_source_at_most() {
+    assert_eq!(refusal(&request(r#"{"image": "busybox", "git": "https://x"}"#)), RequestError::SourcesConflict);
+    let s = spec(&request(r#"{"image": "busybox"}"#)).unwrap();
+    assert_eq!(s.source, Some(WorkspaceSource::OciImage { reference: "busybox".into() }));
+    assert_eq!(spec(&request("{}")).unwrap().source, None);
+}
+
+#[test]
+fn lifetimes() {
+    assert_eq!(spec(&request("{}")).unwrap().lifecycle, Lifecycle::default());
+    assert_eq!(spec(&request(r#"{"ttl_secs": 90}"#)).unwrap().lifecycle, Lifecycle::Ephemeral { ttl_secs: 90 });
+    assert_eq!(
+        spec(&request(r#"{"persistent": true}"#)).unwrap().lifecycle,
+        Lifecycle::Persistent { autosnapshot_secs: 60 }
+    );
+    assert_eq!(
+        spec(&request(r#"{"autosnapshot_secs": 5}"#)).unwrap().lifecycle,
+        Lifecycle::Persistent { autosnapshot_secs: 5 },
+        "a cadence implies persistent"
+    );
+    assert_eq!(refusal(&request(r#"{"ttl_secs": 9, "persistent": true}"#)), RequestError::TtlAndPersistent);
+    assert_eq!(
+        refusal(&request(r#"{"persistent": false, "autosnapshot_secs": 5}"#)),
+        RequestError::AutosnapshotNotPersistent
+    );
+    assert_eq!(refusal(&request(r#"{"ttl_secs": 0}"#)), RequestError::NotPositive { what: "ttl", secs: 0 });
+    let huge = 99_999_999_999_999u64 * 86_400;
+    assert_eq!(
+        refusal(&request(&format!(r#"{{"ttl_secs": {huge}}}"#))),
+        RequestError::TooLong { what: "ttl", secs: huge }
+    );
+    let year = MAX_LIFETIME.as_secs();
+    assert!(spec(&request(&format!(r#"{{"ttl_secs": {year}}}"#))).is_ok(), "a year is the bound, inclusive");
+    assert!(matches!(
+        refusal(&request(&format!(r#"{{"autosnapshot_secs": {}}}"#, year + 1))),
+        RequestError::TooLong { what: "autosnapshot interval", .. }
+    ));
+}
+
+#[test]
+fn cpus_sizes_and_ports() {
+    assert_eq!(refusal(&request(r#"{"cpus": 1e-9}"#)), RequestError::Cpus(1e-9));
+    assert_eq!(refusal(&request(r#"{"cpus": 5000}"#)), RequestError::Cpus(5000.0));
+    assert_eq!(spec(&request(r#"{"cpus": 0.5}"#)).unwrap().resources.cpus, Some(0.5));
+    let s = spec(&request(r#"{"memory": "512M", "disk": 1024}"#)).unwrap();
+    assert_eq!((s.resources.memory_bytes, s.resources.disk_bytes), (Some(512 << 20), Some(1024)));
+    assert_eq!(refusal(&request(r#"{"memory": "lots"}"#)), RequestError::Size("lots".into()));
+    let s = spec(&request(r#"{"ports": ["8080:80", "22", {"host": 9000, "guest": 90}]}"#)).unwrap();
+    let pairs: Vec<(u16, u16)> = s.ports.iter().map(|p| (p.host, p.guest)).collect();
+    assert_eq!(pairs, [(8080, 80), (22, 22), (9000, 90)]);
+    assert_eq!(refusal(&request(r#"{"ports": ["0:80"]}"#)), RequestError::Port("0:80".into()));
+    assert_eq!(refusal(&request(r#"{"ports": [{"host": 70000, "guest": 1}]}"#)), RequestError::Port("70000:1".into()));
+    assert!(matches!(spec(&request(r#"{"pids": 0}"#)), Err(Error::Spec(_))), "zero limits are the spec's rule");
+}
+
+#[test]
+fn accel_is_the_accel_option_and_a_key_given_twice_is_refused() {
+    let s = spec(&request(r#"{"accel": "tcg", "options": {"cpu": "max"}}"#)).unwrap();
+    assert_eq!(s.options, [("accel".to_owned(), "tcg".to_owned()), ("cpu".to_owned(), "max".to_owned())].into());
+    let err = refusal(&request(r#"{"accel": "kvm", "options": {"accel": "tcg"}}"#));
+    assert_eq!(
+        err,
+        RequestError::OptionTwice {
+            key: "accel".into(),
+            first: "tcg".into(),
+            second: "kvm".into(),
+            hint: " (accel sets it too)"
+        }
+    );
+    assert!(spec(&request(r#"{"accel": "tcg", "options": {"accel": "tcg"}}"#)).is_ok(), "the same value twice agrees");
+}
+
+#[test]
+fn placements_default_to_local_and_a_runner_to_passthrough() {
+    let s = spec(&request("{}")).unwrap();
+    assert_eq!(s.workspace, Placement::local_passthrough());
+    assert!(!s.has_separate_runner());
+    let s = r#"{"host": "ssh:me@builder", "runner_sandbox": "namespace"}"#;
+    let s = request(s).spec(SandboxName::new("docker").unwrap(), None).unwrap();
+    assert_eq!(s.workspace.host, crate::hosts::ad_hoc_name("me@builder"));
+    assert_eq!(s.runner, Placement::new(HostName::local(), SandboxName::new("namespace").unwrap()));
+    let err = serde_json::from_str::<CreateRequest>(r#"{"host": "ssh:-oProxyCommand=x"}"#).unwrap_err();
+    assert!(err.to_string().contains("starts with '-'"), "{err}");
+}
+
+#[test]
+fn a_workspace_is_a_project_directory_never_the_machine_or_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    assert_eq!(workspace_dir(&project, None).unwrap(), std::fs::canonicalize(&project).unwrap());
+
+    for system in ["/", "/proc", "/sys", "/dev", "/etc", "/usr", "/boot", "/usr/bin", "/proc/self/root"] {
+        let err = workspace_dir(Path::new(system), None).unwrap_err();
+        assert!(matches!(err, RequestError::SystemWorkspace { .. }), "{system}: {err}");
+    }
+    // A symlink is judged by where it leads.
+    let link = tmp.path().join("innocent");
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    assert!(matches!(workspace_dir(&link, None).unwrap_err(), RequestError::SystemWorkspace { .. }));
+
+    let store = tmp.path().join("store");
+    std::fs::create_dir_all(store.join("drivers")).unwrap();
+    for bad in [store.clone(), store.join("drivers"), tmp.path().to_owned()] {
+        let err = workspace_dir(&bad, Some(&store)).unwrap_err();
+        assert!(
+            matches!(err, RequestError::SystemWorkspace { what: "tinybox's own records (the store)", .. }),
+            "{}",
+            bad.display()
+        );
+    }
+    assert!(workspace_dir(&project, Some(&store)).is_ok(), "a sibling of the store is fine");
+
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    assert!(matches!(workspace_dir(&file, None).unwrap_err(), RequestError::Workspace { .. }));
+    let err = workspace_dir(&tmp.path().join("missing"), None).unwrap_err();
+    assert!(err.to_string().starts_with("workspace ") && err.to_string().contains("cannot be used"), "{err}");
+}
+
+fn engine() -> Tinybox {
+    let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+    Tinybox::with_parts(Arc::new(MemoryStore::new()), None, Arc::new(ManualClock::new(1000)), config).unwrap()
+}
+
+use std::sync::Arc;
+
+#[tokio::test]
+async fn a_plan_names_what_it_chose_only_when_it_chose() {
+    let tb = engine();
+    let plan = tb.plan_create(&request(r#"{"sandbox": "passthrough", "ttl_secs": 60}"#)).await.unwrap();
+    assert_eq!(plan.choice, None);
+    assert_eq!(plan.spec.lifecycle.clone(), Lifecycle::ephemeral(Duration::from_secs(60)));
+    // No driver installed: nothing to choose, and it is said.
+    let err = tb.plan_create(&request("{}")).await.unwrap_err();
+    assert!(matches!(err, Error::NoSandbox(_)), "{err}");
+    assert!(err.to_string().contains("--sandbox passthrough"), "{err}");
+}
+
+#[tokio::test]
+async fn an_invalid_request_saves_no_host() {
+    let tb = engine();
+    let bad = request(r#"{"sandbox": "passthrough", "host": "ssh:builder", "ttl_secs": 0}"#);
+    assert!(tb.plan_create(&bad).await.is_err());
+    assert!(tb.drivers.host_entry(&crate::hosts::ad_hoc_name("builder")).is_none());
+    let good = request(r#"{"sandbox": "passthrough", "host": "ssh:builder"}"#);
+    tb.plan_create(&good).await.unwrap();
+    let entry = tb.drivers.host_entry(&crate::hosts::ad_hoc_name("builder")).unwrap();
+    assert_eq!(entry.config["destination"], "builder");
+}
