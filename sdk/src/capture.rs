@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::ExitStatus;
 use crate::protocol::{DriverError, RunParams};
-use crate::serve::HostHandle;
+use crate::serve::Host;
 use crate::stdio::{StdioFds, StdioServer};
 
 /// How a helper command ended and what it printed.
@@ -48,8 +48,8 @@ impl Captured {
 /// Runs `argv` on the driver's host with `stdin` as its input and returns
 /// its status, stdout and stderr. The run's exec id is
 /// `<driver>-<pid>-<n>`, unique among the runs in flight.
-pub async fn capture(
-    host: &HostHandle,
+pub async fn capture<H: Host + ?Sized>(
+    host: &H,
     argv: Vec<String>,
     env: BTreeMap<String, String>,
     stdin: &[u8],

@@ -9,6 +9,8 @@
 //! - [`stdio`]: the descriptor-passing data path for a command's streams.
 //! - [`process`]: spawning and cancelling local processes for a driver.
 //! - [`capture`]: helper commands on the host whose output a driver reads.
+//! - `testing` (feature `testing`): a recording fake [`Host`] for a driver's
+//!   unit tests.
 //!
 //! It deliberately holds no policy: whether an operation is allowed is core's
 //! decision alone, made from the capabilities a driver declares here.
@@ -20,5 +22,7 @@ pub mod process;
 pub mod protocol;
 pub mod serve;
 pub mod stdio;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-pub use serve::{DriverInfo, HostDriver, HostHandle, SandboxDriver, run_host_main, run_sandbox_main};
+pub use serve::{DriverInfo, Host, HostDriver, HostHandle, SandboxDriver, run_host_main, run_sandbox_main};

@@ -110,6 +110,25 @@ impl HostHandle {
     }
 }
 
+/// The host beneath a driver, as the driver's own logic sees it: somewhere
+/// to run one command (`host.run`). [`HostHandle`] is the real one; with the
+/// sdk's `testing` feature, [`FakeHost`](crate::testing::FakeHost) scripts
+/// answers and records every call. A driver whose logic takes `&dyn Host`
+/// (and leaves [`HostHandle::config`] to its trait methods) is unit-tested
+/// without core, a host driver, or the commands it sends.
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// Runs `params.argv` to completion with the descriptors `params.stdio` names.
+    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError>;
+}
+
+#[async_trait]
+impl Host for HostHandle {
+    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+        HostHandle::run(self, params).await
+    }
+}
+
 struct State<D: ?Sized> {
     driver: Arc<D>,
     role: Role,

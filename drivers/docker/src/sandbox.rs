@@ -12,7 +12,7 @@ use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, Exe
 use crate::argv::{self, RunSpec};
 use crate::execs::Execs;
 use crate::failure::{self, Cause};
-use crate::host::Host;
+use crate::host::{Capture, Host};
 use crate::state;
 
 /// Settings read from the driver's environment (core's, inherited).

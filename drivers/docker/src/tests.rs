@@ -2,67 +2,47 @@
 //! it runs, and what it makes of their answers. The live suite
 //! (tests/tests/docker_*.rs) runs the same paths against a real dockerd.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
 
-use async_trait::async_trait;
-use tinybox_sdk::capture::Captured;
 use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus, NetworkPolicy, PortMapping, Resources, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, BoxState, CreateParams, DriverError, ErrorCode, ExecParams, RunParams, StdioRef};
+use tinybox_sdk::testing::{FakeHost, Reply};
 
 use super::*;
 
-type Reply = Box<dyn Fn(&[String]) -> Captured + Send + Sync>;
+/// The socket an exec's own streams are served on; helpers get pipes of their own.
+const EXEC_SOCKET: &str = "/run/x.sock";
 
-/// Answers each helper command with `reply`, each box command with `status`,
-/// and records both.
-struct FakeHost {
-    reply: Reply,
-    status: ExitStatus,
-    captured: Mutex<Vec<Vec<String>>>,
-    runs: Mutex<Vec<RunParams>>,
+/// The helper commands run (`inspect`, `rm`, ...: the driver reads their output), in order.
+fn commands(host: &FakeHost) -> Vec<Vec<String>> {
+    host.calls()
+        .into_iter()
+        .filter(|c| c.params.stdio.socket.as_path() != Path::new(EXEC_SOCKET))
+        .map(|c| c.params.argv)
+        .collect()
 }
 
-impl FakeHost {
-    fn new(reply: impl Fn(&[String]) -> Captured + Send + Sync + 'static) -> FakeHost {
-        FakeHost {
-            reply: Box::new(reply),
-            status: ExitStatus::code(0),
-            captured: Mutex::new(Vec::new()),
-            runs: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn commands(&self) -> Vec<Vec<String>> {
-        self.captured.lock().unwrap().clone()
-    }
-
-    /// The docker subcommands run, in order (`run`, `rm`, `container`, ...).
-    fn verbs(&self) -> Vec<String> {
-        self.commands().iter().map(|c| c[1].clone()).collect()
-    }
+/// The box commands run with the exec's own streams.
+fn runs(host: &FakeHost) -> Vec<RunParams> {
+    host.calls().into_iter().map(|c| c.params).filter(|p| p.stdio.socket.as_path() == Path::new(EXEC_SOCKET)).collect()
 }
 
-#[async_trait]
-impl Host for FakeHost {
-    async fn capture(&self, argv: Vec<String>) -> Result<Captured, DriverError> {
-        let answer = (self.reply)(&argv);
-        self.captured.lock().unwrap().push(argv);
-        Ok(answer)
-    }
-
-    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
-        self.runs.lock().unwrap().push(params);
-        Ok(self.status)
-    }
+/// The docker subcommands run, in order (`run`, `rm`, `container`, ...).
+fn verbs(host: &FakeHost) -> Vec<String> {
+    commands(host).iter().map(|c| c[1].clone()).collect()
 }
 
-fn ok(stdout: &str) -> Captured {
-    Captured { status: ExitStatus::code(0), stdout: stdout.as_bytes().to_vec(), stderr: Vec::new() }
+/// Helpers answered with `helper`, the box's command ending with `status`.
+fn ending_with(status: ExitStatus, helper: Reply) -> FakeHost {
+    FakeHost::new().on_prefix(&["docker", "exec", "-i"], Reply::exit(status)).otherwise(helper)
 }
 
-fn failed(code: i32, stderr: &str) -> Captured {
-    Captured { status: ExitStatus::code(code), stdout: Vec::new(), stderr: stderr.as_bytes().to_vec() }
+fn ok(stdout: &str) -> Reply {
+    Reply::ok(stdout)
+}
+
+fn failed(code: i32, stderr: &str) -> Reply {
+    Reply::fail(code, stderr)
 }
 
 fn docker() -> Docker {
@@ -88,14 +68,14 @@ fn has_pair(argv: &[String], flag: &str, value: &str) -> bool {
 
 #[tokio::test]
 async fn create_runs_one_hardened_limited_container_named_after_namespace_and_box() {
-    let host = FakeHost::new(|_| ok("abc\n"));
+    let host = FakeHost::replying(|_| ok("abc\n"));
     let ws = PathBuf::from("/home/me/pro,ject");
     let made = docker()
         .create(&host, params(Some(WorkspaceSource::LocalDir { path: ws }), NetworkPolicy::Denied, vec![]))
         .await
         .unwrap();
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
-    let cmds = host.commands();
+    let cmds = commands(&host);
     assert_eq!(cmds.len(), 1, "one docker call: {cmds:?}");
     let a = &cmds[0];
     assert_eq!(&a[..5], ["docker", "run", "-d", "--name", "tinybox-ns1-box-0"]);
@@ -124,17 +104,18 @@ async fn create_runs_one_hardened_limited_container_named_after_namespace_and_bo
 #[tokio::test]
 async fn ports_are_published_with_egress_and_not_with_the_network_denied() {
     let ports = vec![PortMapping { host: 8080, guest: 80 }];
-    let host = FakeHost::new(|_| ok("abc"));
+    let host = FakeHost::replying(|_| ok("abc"));
     let made = docker().create(&host, params(None, NetworkPolicy::Egress, ports.clone())).await.unwrap();
-    let a = &host.commands()[0];
+    let a = &commands(&host)[0];
     assert!(has_pair(a, "--network", "bridge"));
     assert!(has_pair(a, "--publish", "127.0.0.1:8080:80"));
     assert_eq!(made.workdir, None, "an image keeps its own working directory");
 
-    let host = FakeHost::new(|argv| if argv[1] == "container" { ok(r#"{"Status":"running"}"#) } else { ok("abc") });
+    let host =
+        FakeHost::replying(|argv| if argv[1] == "container" { ok(r#"{"Status":"running"}"#) } else { ok("abc") });
     let d = docker();
     let made = d.create(&host, params(None, NetworkPolicy::Denied, ports)).await.unwrap();
-    assert!(!host.commands()[0].contains(&"--publish".to_string()));
+    assert!(!commands(&host)[0].contains(&"--publish".to_string()));
     let seen = d.inspect(&host, BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: made.handle }).await.unwrap();
     assert_eq!(seen.state, BoxState::Ready);
     assert!(seen.detail.unwrap().contains("ports 8080:80 not published: the network is denied"));
@@ -142,7 +123,7 @@ async fn ports_are_published_with_egress_and_not_with_the_network_denied() {
 
 #[tokio::test]
 async fn a_failed_run_removes_its_leftover_and_says_why() {
-    let host = FakeHost::new(|argv| {
+    let host = FakeHost::replying(|argv| {
         if argv[1] == "run" {
             failed(127, "docker: Error response from daemon: ... exec: \"sh\": executable file not found in $PATH")
         } else {
@@ -151,12 +132,12 @@ async fn a_failed_run_removes_its_leftover_and_says_why() {
     });
     let err = docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap_err();
     assert!(err.message.contains("image base:1 has no sh"), "{err}");
-    assert_eq!(host.verbs(), ["run", "rm"]);
+    assert_eq!(verbs(&host), ["run", "rm"]);
 }
 
 #[tokio::test]
 async fn a_name_in_use_is_someone_else_s_and_is_left_alone() {
-    let host = FakeHost::new(|_| {
+    let host = FakeHost::replying(|_| {
         failed(
             125,
             "docker: Error response from daemon: Conflict. The container name \"/tinybox-ns1-box-0\" is already in use by container \"abc\".",
@@ -164,12 +145,12 @@ async fn a_name_in_use_is_someone_else_s_and_is_left_alone() {
     });
     let err = docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap_err();
     assert!(err.message.contains("another store uses namespace ns1"), "{err}");
-    assert_eq!(host.verbs(), ["run"], "the other store's container is not removed");
+    assert_eq!(verbs(&host), ["run"], "the other store's container is not removed");
 }
 
 #[tokio::test]
 async fn an_unreachable_daemon_is_named() {
-    let host = FakeHost::new(|_| {
+    let host = FakeHost::replying(|_| {
         failed(
             125,
             "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
@@ -182,7 +163,7 @@ async fn an_unreachable_daemon_is_named() {
 
 #[tokio::test]
 async fn a_snapshot_source_rebinds_the_workspace_its_box_had_and_never_pulls() {
-    let host = FakeHost::new(|argv| {
+    let host = FakeHost::replying(|argv| {
         if argv[1] == "image" { ok(r#"{"tinybox.workspace":"/w","tinybox.box":"box-3"}"#) } else { ok("abc") }
     });
     let id = SnapshotId::new("sha-0123456789ab").unwrap();
@@ -191,12 +172,12 @@ async fn a_snapshot_source_rebinds_the_workspace_its_box_had_and_never_pulls() {
         .await
         .unwrap();
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
-    let run = &host.commands()[1];
+    let run = &commands(&host)[1];
     assert!(has_pair(run, "--pull", "never"));
     assert!(has_pair(run, "--mount", "type=bind,source=/w,target=/workspace"));
     assert_eq!(run[run.len() - 3], "sha-0123456789ab");
 
-    let host = FakeHost::new(|_| failed(1, "Error: No such image: sha-0123456789ab"));
+    let host = FakeHost::replying(|_| failed(1, "Error: No such image: sha-0123456789ab"));
     let id = SnapshotId::new("sha-0123456789ab").unwrap();
     let err = docker()
         .create(&host, params(Some(WorkspaceSource::Snapshot { id }), NetworkPolicy::Denied, vec![]))
@@ -208,14 +189,14 @@ async fn a_snapshot_source_rebinds_the_workspace_its_box_had_and_never_pulls() {
 
 #[tokio::test]
 async fn git_sources_and_flag_like_images_are_refused() {
-    let host = FakeHost::new(|_| ok(""));
+    let host = FakeHost::new();
     let git = WorkspaceSource::GitRepo { url: "https://example.invalid/r.git".into(), rev: None };
     let err = docker().create(&host, params(Some(git), NetworkPolicy::Denied, vec![])).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unsupported);
     let image = WorkspaceSource::OciImage { reference: "--privileged".into() };
     let err = docker().create(&host, params(Some(image), NetworkPolicy::Denied, vec![])).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
-    assert!(host.commands().is_empty());
+    assert!(commands(&host).is_empty());
 }
 
 fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
@@ -227,7 +208,7 @@ fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
         exec_id: "x42-7".into(),
         request,
         box_env: [("A".to_string(), "box".to_string()), ("B".to_string(), "box".to_string())].into(),
-        stdio: StdioRef { socket: "/run/x.sock".into() },
+        stdio: StdioRef { socket: EXEC_SOCKET.into() },
     }
 }
 
@@ -237,14 +218,15 @@ fn handle(workdir: Option<&str>) -> serde_json::Value {
 
 #[tokio::test]
 async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
-    let host = FakeHost::new(|_| ok(""));
+    let host = FakeHost::new();
     let status = docker().exec(&host, exec_params(handle(Some("/workspace")), Some("src"))).await.unwrap();
     assert!(status.success());
-    assert!(host.commands().is_empty(), "no helper call on success");
-    let runs = host.runs.lock().unwrap();
+    assert!(commands(&host).is_empty(), "no helper call on success");
+    let runs = runs(&host);
+    assert_eq!(host.calls().len(), 1, "one docker exec and nothing else");
     let run = &runs[0];
     assert_eq!(run.exec_id, "x42-7");
-    assert_eq!(run.stdio.socket, PathBuf::from("/run/x.sock"));
+    assert_eq!(run.stdio.socket, PathBuf::from(EXEC_SOCKET));
     let a = &run.argv;
     assert_eq!(&a[..3], ["docker", "exec", "-i"]);
     assert!(has_pair(a, "--workdir", "/workspace/src"));
@@ -257,22 +239,20 @@ async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
 
 #[tokio::test]
 async fn exec_status_one_asks_docker_whether_the_box_is_still_there() {
-    let mut host = FakeHost::new(|_| failed(1, "Error: No such container: tinybox-ns1-box-0"));
-    host.status = ExitStatus::code(1);
+    let host = ending_with(ExitStatus::code(1), failed(1, "Error: No such container: tinybox-ns1-box-0"));
     let err = docker().exec(&host, exec_params(handle(None), None)).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains("box box-0 is gone"), "{err}");
 
-    let mut host = FakeHost::new(|_| ok(r#"{"Status":"exited","ExitCode":137,"OOMKilled":true}"#));
-    host.status = ExitStatus::code(1);
+    let host = ending_with(ExitStatus::code(1), ok(r#"{"Status":"exited","ExitCode":137,"OOMKilled":true}"#));
     let err = docker().exec(&host, exec_params(handle(None), None)).await.unwrap_err();
     assert!(err.message.contains("is exited with status 137, killed for exceeding its memory limit"), "{err}");
 
-    let mut host = FakeHost::new(|_| ok(r#"{"Status":"running"}"#));
-    host.status = ExitStatus::code(1);
+    let host = ending_with(ExitStatus::code(1), ok(r#"{"Status":"running"}"#));
     let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert_eq!(status.code, Some(1), "a command's own failure is its status");
-    let a = &host.runs.lock().unwrap()[0].argv;
+    assert_eq!(verbs(&host), ["container"], "the one helper asked for the container's state");
+    let a = &runs(&host)[0].argv;
     assert!(!a.contains(&"--workdir".to_string()), "no directory named: the image's own");
 }
 
@@ -286,36 +266,27 @@ async fn inspect_maps_docker_states() {
         (ok(r#"{"Status":"paused"}"#), BoxState::Stopped),
         (failed(1, "Error: No such container: tinybox-ns1-box-0"), BoxState::Gone),
     ] {
-        let host = FakeHost::new(move |_| reply.clone());
+        let host = FakeHost::replying(move |_| reply.clone());
         assert_eq!(d.inspect(&host, target()).await.unwrap().state, state);
     }
-    let host = FakeHost::new(|_| ok("not json"));
+    let host = FakeHost::replying(|_| ok("not json"));
     assert!(d.inspect(&host, target()).await.is_err());
-    let err = d.inspect(&BoxRefless, target()).await.unwrap_err();
+    // A host whose calls fail before any command runs.
+    let unreachable = FakeHost::new().otherwise(Reply::error(DriverError::failed("host.run: connection closed")));
+    let err = d.inspect(&unreachable, target()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed);
-}
-
-/// A host whose calls fail before any command runs.
-struct BoxRefless;
-
-#[async_trait]
-impl Host for BoxRefless {
-    async fn capture(&self, _argv: Vec<String>) -> Result<Captured, DriverError> {
-        Err(DriverError::failed("host.run: connection closed"))
-    }
-    async fn run(&self, _params: RunParams) -> Result<ExitStatus, DriverError> {
-        Err(DriverError::failed("host.run: connection closed"))
-    }
 }
 
 #[tokio::test]
 async fn snapshot_commits_and_tags_the_short_id() {
     let host =
-        FakeHost::new(|argv| if argv[1] == "commit" { ok(&format!("sha256:{}\n", "ab12".repeat(16))) } else { ok("") });
+        FakeHost::replying(
+            |argv| if argv[1] == "commit" { ok(&format!("sha256:{}\n", "ab12".repeat(16))) } else { ok("") },
+        );
     let target = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
     let id = docker().snapshot(&host, target).await.unwrap();
     assert_eq!(id.as_str(), "sha-ab12ab12ab12");
-    let cmds = host.commands();
+    let cmds = commands(&host);
     assert_eq!(cmds[0], ["docker", "commit", "tinybox-ns1-box-0"]);
     assert_eq!(cmds[1], ["docker", "tag", &format!("sha256:{}", "ab12".repeat(16)), "sha-ab12ab12ab12"]);
     assert_eq!(snapshot_id("sha256:xyz"), None);
@@ -325,42 +296,42 @@ async fn snapshot_commits_and_tags_the_short_id() {
 #[tokio::test]
 async fn destroy_of_a_missing_container_is_not_found() {
     let target = || BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
-    let host = FakeHost::new(|_| failed(1, "Error: No such container: tinybox-ns1-box-0"));
+    let host = FakeHost::replying(|_| failed(1, "Error: No such container: tinybox-ns1-box-0"));
     assert_eq!(docker().destroy(&host, target()).await.unwrap_err().code, ErrorCode::NotFound);
-    let host = FakeHost::new(|_| ok("tinybox-ns1-box-0"));
+    let host = FakeHost::replying(|_| ok("tinybox-ns1-box-0"));
     docker().destroy(&host, target()).await.unwrap();
-    assert_eq!(host.commands()[0], ["docker", "rm", "--force", "tinybox-ns1-box-0"]);
+    assert_eq!(commands(&host)[0], ["docker", "rm", "--force", "tinybox-ns1-box-0"]);
     let bad = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: serde_json::json!({"workdir": null}) };
     assert_eq!(docker().destroy(&host, bad).await.unwrap_err().code, ErrorCode::InvalidRequest);
 }
 
 #[tokio::test]
 async fn a_cancel_before_the_exec_starts_means_it_never_runs() {
-    let host = FakeHost::new(|_| ok(""));
+    let host = FakeHost::new();
     let d = docker();
     d.cancel(&host, "x42-7").await.unwrap();
-    assert!(host.commands().is_empty(), "nothing in flight, nothing to stop");
+    assert!(commands(&host).is_empty(), "nothing in flight, nothing to stop");
     let status = d.exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert_eq!(status.signal, Some(15));
-    assert!(host.runs.lock().unwrap().is_empty(), "the cancelled command never started");
+    assert!(host.calls().is_empty(), "the cancelled command never started");
 }
 
 #[tokio::test]
 async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_container() {
-    let mut host = FakeHost::new(|_| ok(""));
-    host.status = ExitStatus { code: None, signal: Some(15) };
+    let host = ending_with(ExitStatus { code: None, signal: Some(15) }, ok(""));
     let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert_eq!(status.signal, Some(15));
-    let cmds = host.commands();
+    let cmds = commands(&host);
     assert_eq!(cmds.len(), 1, "{cmds:?}");
     assert_eq!(&cmds[0][..3], ["docker", "exec", "tinybox-ns1-box-0"]);
     assert_eq!(cmds[0].last().unwrap(), "[/]tmp/.tinybox-exec-x42-7.pid");
+    assert_eq!(host.calls().len(), 2, "the command, then the stop");
+    assert_eq!(host.calls()[1].params.argv, cmds[0]);
 
     // A command that died of a signal itself is reported by docker as 128+n: nothing to stop.
-    let mut host = FakeHost::new(|_| ok(""));
-    host.status = ExitStatus::code(143);
+    let host = ending_with(ExitStatus::code(143), ok(""));
     docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
-    assert!(host.commands().is_empty());
+    assert!(commands(&host).is_empty());
 }
 
 #[test]

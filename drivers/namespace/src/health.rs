@@ -2,16 +2,59 @@
 //! every tinybox command starts the driver and pays for them. Whether user
 //! namespaces are allowed is probed when a box is created, on its host.
 
+use std::ffi::OsStr;
+
 use tinybox_sdk::protocol::Health;
 
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+fn on_path(path: Option<&OsStr>, program: &str) -> bool {
+    path.is_some_and(|p| std::env::split_paths(p).any(|d| d.join(program).is_file()))
 }
 
 pub fn check() -> Health {
-    if !on_path("bwrap") {
+    check_with(std::env::var_os("PATH").as_deref())
+}
+
+/// The verdict for a driver whose `PATH` is `path`.
+fn check_with(path: Option<&OsStr>) -> Health {
+    if !on_path(path, "bwrap") {
         return Health::unavailable("bwrap is not installed; install the bubblewrap package");
     }
-    let egress = if on_path("slirp4netns") { "egress via slirp4netns" } else { "no egress (install slirp4netns)" };
+    let egress =
+        if on_path(path, "slirp4netns") { "egress via slirp4netns" } else { "no egress (install slirp4netns)" };
     Health::ok_with(format!("bwrap found; {egress}; no resource limits (no systemd user manager to delegate a cgroup)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_bwrap_on_path_the_driver_is_unavailable_and_says_what_to_install() {
+        let empty = tempfile::tempdir().unwrap();
+        for path in [None, Some(empty.path().as_os_str())] {
+            let health = check_with(path);
+            assert!(!health.ok, "{path:?}");
+            assert_eq!(health.detail.as_deref(), Some("bwrap is not installed; install the bubblewrap package"));
+        }
+    }
+
+    #[test]
+    fn with_bwrap_on_path_it_is_healthy_and_says_whether_egress_is_possible() {
+        let bin = tempfile::tempdir().unwrap();
+        std::fs::write(bin.path().join("bwrap"), b"").unwrap();
+        let empty = tempfile::tempdir().unwrap();
+        let path = std::env::join_paths([empty.path(), bin.path()]).unwrap();
+        let health = check_with(Some(&path));
+        assert!(health.ok);
+        assert!(health.detail.as_deref().unwrap().contains("no egress (install slirp4netns)"), "{health:?}");
+
+        std::fs::write(empty.path().join("slirp4netns"), b"").unwrap();
+        let health = check_with(Some(&path));
+        assert!(health.ok);
+        assert!(health.detail.as_deref().unwrap().starts_with("bwrap found; egress via slirp4netns;"), "{health:?}");
+        // A directory named bwrap is not a program.
+        let dir_only = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir_only.path().join("bwrap")).unwrap();
+        assert!(!check_with(Some(dir_only.path().as_os_str())).ok);
+    }
 }

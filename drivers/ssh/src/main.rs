@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use tinybox_sdk::capture::{Captured, capture};
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::protocol::{DriverError, Health, RunParams};
-use tinybox_sdk::{DriverInfo, HostDriver, HostHandle};
+use tinybox_sdk::{DriverInfo, Host, HostDriver, HostHandle};
 
 use config::SshConfig;
 use quote::ShellVerdict;
@@ -48,8 +48,12 @@ const CANCELLED: ExitStatus = ExitStatus { code: None, signal: Some(15) };
 const SSH_FAILED: i32 = 255;
 
 impl SshHost {
+    fn new() -> SshHost {
+        SshHost { shell: tokio::sync::Mutex::new(None), cancelled: Default::default(), control_dir: Default::default() }
+    }
+
     /// Runs `remote` (a plain command line) over ssh with pipes, on the inner host.
-    async fn capture(&self, inner: &HostHandle, cfg: &SshConfig, remote: &str) -> Result<Captured, DriverError> {
+    async fn capture(&self, inner: &dyn Host, cfg: &SshConfig, remote: &str) -> Result<Captured, DriverError> {
         let multiplex = self.multiplex(inner, cfg).await;
         capture(inner, cfg.argv_with(remote, multiplex), BTreeMap::new(), b"").await
     }
@@ -57,7 +61,7 @@ impl SshHost {
     /// Whether connections are shared: asked for, and the socket directory
     /// exists (made once per driver process, 0700, on the inner host). If it
     /// cannot be made, commands still run, each on its own connection.
-    async fn multiplex(&self, inner: &HostHandle, cfg: &SshConfig) -> bool {
+    async fn multiplex(&self, inner: &dyn Host, cfg: &SshConfig) -> bool {
         if !cfg.multiplex {
             return false;
         }
@@ -78,7 +82,7 @@ impl SshHost {
     }
 
     /// Makes sure the remote login shell parses POSIX quoting, probing it once.
-    async fn ensure_posix(&self, inner: &HostHandle, cfg: &SshConfig) -> Result<(), DriverError> {
+    async fn ensure_posix(&self, inner: &dyn Host, cfg: &SshConfig) -> Result<(), DriverError> {
         let mut shell = self.shell.lock().await;
         if shell.is_none() {
             let out = self.capture(inner, cfg, quote::PROBE).await?;
@@ -107,29 +111,23 @@ impl SshHost {
     }
 
     /// A 255 from ssh: a connection failure, or the remote command's own status?
-    async fn settle_255(&self, inner: &HostHandle, cfg: &SshConfig) -> Result<ExitStatus, DriverError> {
+    async fn settle_255(&self, inner: &dyn Host, cfg: &SshConfig) -> Result<ExitStatus, DriverError> {
         let out = self.capture(inner, cfg, "exec true").await?;
         if out.status.code == Some(SSH_FAILED) {
             return Err(Self::unreachable(cfg, &out));
         }
         Ok(ExitStatus::code(SSH_FAILED))
     }
-}
 
-#[async_trait]
-impl HostDriver for SshHost {
-    fn info(&self) -> DriverInfo {
-        // The inner host (where ssh runs) cannot be reached during the
-        // handshake, so health says only what this driver is.
-        DriverInfo {
-            name: "ssh".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            health: Health::ok_with("runs the system ssh on its inner host; POSIX login shells only"),
-        }
-    }
-
-    async fn run(&self, inner: &HostHandle, p: RunParams) -> Result<ExitStatus, DriverError> {
-        let cfg = SshConfig::from_json(inner.config())?;
+    /// `run`, with the handshake's configuration given apart from the inner
+    /// host, so the logic runs against any `Host` (the sdk's fake in tests).
+    async fn run_configured(
+        &self,
+        inner: &dyn Host,
+        config: &serde_json::Value,
+        p: RunParams,
+    ) -> Result<ExitStatus, DriverError> {
+        let cfg = SshConfig::from_json(config)?;
         let (remote, plain) = quote::command_line_str(&p.argv, p.cwd.as_deref(), &p.env, p.clear_env)
             .map_err(|e| DriverError::invalid(e.to_string()))?;
         if !plain {
@@ -162,6 +160,23 @@ impl HostDriver for SshHost {
         self.cancelled.lock().expect("cancelled runs").remove(&p_exec_id);
         status
     }
+}
+
+#[async_trait]
+impl HostDriver for SshHost {
+    fn info(&self) -> DriverInfo {
+        // The inner host (where ssh runs) cannot be reached during the
+        // handshake, so health says only what this driver is.
+        DriverInfo {
+            name: "ssh".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            health: Health::ok_with("runs the system ssh on its inner host; POSIX login shells only"),
+        }
+    }
+
+    async fn run(&self, inner: &HostHandle, p: RunParams) -> Result<ExitStatus, DriverError> {
+        self.run_configured(inner, inner.config(), p).await
+    }
 
     async fn cancel(&self, exec_id: &str) -> Result<(), DriverError> {
         // Core has already cancelled the `ssh` it forwarded to the inner host;
@@ -176,9 +191,9 @@ fn main() {
         println!("tinybox-driver-ssh {}", env!("CARGO_PKG_VERSION"));
         return;
     }
-    tinybox_sdk::run_host_main(SshHost {
-        shell: tokio::sync::Mutex::new(None),
-        cancelled: Default::default(),
-        control_dir: Default::default(),
-    })
+    tinybox_sdk::run_host_main(SshHost::new())
 }
+
+#[cfg(test)]
+#[path = "main_tests.rs"]
+mod tests;
