@@ -310,6 +310,19 @@ mod tests {
     }
 
     #[test]
+    fn a_workspace_without_user_extended_attributes_is_refused_by_name() {
+        let ws = std::env::temp_dir();
+        assert!(check_user_xattrs(&ws).is_ok(), "{} keeps user xattrs", ws.display());
+        // procfs has no user.* attributes.
+        let err = check_user_xattrs(Path::new("/proc/self")).unwrap_err();
+        assert!(
+            err.message.contains("/proc/self") && err.message.contains("without user extended attributes"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
     fn a_root_caller_s_qemu_becomes_the_workspace_owner_and_nobody_else_s_does() {
         // Root over a user's workspace: QEMU drops to that user, files land as it.
         assert_eq!(qemu_user((0, 0), (1001, 1002)), (Some((1001, 1002)), (1001, 1002)));

@@ -4,7 +4,8 @@
 //! here (busybox-static, the guest agent, the modules its devices need);
 //! there is no disk image, so nothing the guest writes outside /workspace
 //! survives the VM — hence no snapshots. The box's directory is shared at
-//! /workspace over virtio-9p; commands travel to the agent over
+//! /workspace over virtio-9p, so that no mode, owner or file type the guest
+//! sets reaches the host (ADR 0013); commands travel to the agent over
 //! virtio-serial ports (see `session`). A denied network is no NIC at all;
 //! egress is one NIC on a passt user-mode stack that does not map the
 //! host's loopback.
