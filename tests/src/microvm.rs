@@ -65,3 +65,53 @@ pub fn vm_dirs(env: &BoxEnv) -> Vec<std::path::PathBuf> {
     let vms = env.store.path().join("drivers/microvm/vms");
     std::fs::read_dir(vms).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
 }
+
+/// A static program that tries to give each file named on its command line
+/// a file capability (CAP_SETUID, permitted and effective) and prints
+/// `<file>=set` or `<file>=<error>`: what a box would run to plant a
+/// privileged program in a shared workspace. Compiled once per test process.
+pub fn file_capability_probe() -> std::path::PathBuf {
+    const SOURCE: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/xattr.h>
+int main(int argc, char **argv) {
+    /* struct vfs_cap_data, revision 2, effective; permitted: CAP_SETUID (7) */
+    unsigned int cap[5] = {0x02000001u, 1u << 7, 0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        int r = setxattr(argv[i], "security.capability", cap, sizeof cap, 0);
+        printf("%s=%s\n", argv[i], r == 0 ? "set" : strerror(errno));
+    }
+    return 0;
+}
+"#;
+    static PROBE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("tinybox-setcap-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("probe dir");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
+            let src = dir.join("setcap.c");
+            std::fs::write(&src, SOURCE).expect("write probe source");
+            let out = dir.join("setcap");
+            let status = std::process::Command::new("cc")
+                .args(["-O2", "-static", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .status()
+                .expect("run cc");
+            assert!(status.success(), "cc could not build the file capability probe");
+            out
+        })
+        .clone()
+}
+
+/// The names of `path`'s extended attributes (not following a symlink).
+pub fn xattr_names(path: &Path) -> Vec<String> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let len =
+        rustix::fs::llistxattr(path, &mut buf[..]).unwrap_or_else(|e| panic!("listxattr {}: {e}", path.display()));
+    buf[..len].split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()
+}

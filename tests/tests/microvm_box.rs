@@ -488,3 +488,158 @@ async fn a_box_placed_on_another_machine_is_refused_not_run_here() {
     assert_eq!(processes_under(state.path()), vec![], "no VM was started here for a box placed elsewhere");
     tb.close().await;
 }
+
+/// Hands everything under `root` (itself included) to `who`.
+fn own_tree(who: &Principal, root: &std::path::Path) {
+    who.own(root);
+    if root.is_dir() {
+        for entry in std::fs::read_dir(root).unwrap().flatten() {
+            own_tree(who, &entry.path());
+        }
+    }
+}
+
+#[test]
+fn a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options() {
+    need_microvm!("microvm_box::comma");
+    for who in Principal::all("microvm_box::comma") {
+        // Two siblings: the workspace asked for, named `a,path=<other>`, and
+        // <other>, holding a secret. Unescaped, QEMU read the name as two
+        // `path=` keys and shared the last: <other>.
+        let parent = tempfile::Builder::new().prefix("tbx-comma").tempdir().unwrap();
+        let other = parent.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("B"), "secret\n").unwrap();
+        let ws = PathBuf::from(format!("{}/a,path={}", parent.path().display(), other.display()));
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("A"), "asked for\n").unwrap();
+        own_tree(&who, parent.path());
+        // Then the store's path holds a comma too: every socket, log and pid
+        // file of the VM is under it.
+        for store_prefix in ["tbx-store", "st,path=x"] {
+            let store = tempfile::Builder::new().prefix(store_prefix).tempdir().unwrap();
+            who.own(store.path());
+            let env = BoxEnv { who: who.clone(), store, workspace: tempfile::tempdir().unwrap() };
+            let _reaper = Reaper(env.store.path().to_owned());
+            let label = format!("{} with store {}", who.label(), env.store.path().display());
+
+            let mut create = vec!["create", "--workspace", ws.to_str().unwrap()];
+            create.extend_from_slice(TCG);
+            let id = run_ok(&env, &create).trim().to_owned();
+            assert_eq!(exec_ok(&env, &id, &["ls", "/workspace"]), "A\n", "{label}: the box got another directory");
+            assert_eq!(exec_ok(&env, &id, &["cat", "/workspace/A"]), "asked for\n");
+            exec_ok(&env, &id, &["sh", "-c", "echo from the box > /workspace/C"]);
+            assert_eq!(std::fs::read_to_string(ws.join("C")).unwrap(), "from the box\n");
+            assert!(!other.join("C").exists(), "{label}: the box wrote into the other directory");
+            remove_and_check_clean(&env, &id);
+            std::fs::remove_file(ws.join("C")).unwrap();
+        }
+    }
+}
+
+#[test]
+fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    need_microvm!("microvm_box::privilege");
+    // (who runs tinybox, who owns the workspace): a caller over its own
+    // workspace, and root over an unprivileged user's, the case where a
+    // box run by root once planted root-owned setuid programs.
+    let mut cases: Vec<(Principal, Principal)> =
+        Principal::all("microvm_box::privilege").into_iter().map(|p| (p.clone(), p)).collect();
+    if let Some(user) = cases.iter().map(|c| c.0.clone()).find(|p| matches!(p, Principal::User { .. })) {
+        cases.push((Principal::Me, user));
+    }
+    let setcap = tinybox_tests::microvm::file_capability_probe();
+    for (runner, owner) in cases {
+        let label = format!("{} over a workspace of {:?}", runner.label(), owner);
+        let (env, _reaper) = env_for(&runner);
+        let ws = env.workspace.path().to_owned();
+        std::fs::write(ws.join("pre"), "from the host\n").unwrap();
+        std::fs::set_permissions(ws.join("pre"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::copy(&setcap, ws.join("setcap")).unwrap();
+        std::fs::set_permissions(ws.join("setcap"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        own_tree(&owner, &ws);
+        let ws_meta = std::fs::metadata(&ws).unwrap();
+        let (uid, gid) = (ws_meta.uid(), ws_meta.gid());
+
+        let id = env.create(TCG);
+        let attack = "cd /workspace; \
+            cp /bin/busybox x; chown 0:0 x; chmod 4755 x; \
+            cp /bin/busybox g; chmod 2755 g; chmod g+s g; \
+            mkdir d; chown 0:0 d; chmod 2775 d; mkdir d/e; touch d/f; chmod 6755 d/f; \
+            chown 0:0 pre; mknod dev c 1 3; mkfifo fifo; ln -s /etc/shadow link; \
+            ./setcap x d/f pre; \
+            echo from the box > note; echo from the box >> pre; \
+            stat -c '%n %a %u' x g d d/f";
+        let out = exec(&env, &id, &["sh", "-c", attack]);
+        let said = text(&out.stdout);
+        // Inside, the box keeps the modes and owners it set: its own view is whole.
+        for line in ["x 4755 0", "g 2755 0", "d 2775 0", "d/f 6755 0"] {
+            assert!(
+                said.lines().any(|l| l == line),
+                "{label}: the guest's view lost {line:?}: {said}{}",
+                text(&out.stderr)
+            );
+        }
+
+        // Outside: every entry is a plain file or directory of the workspace's
+        // owner, with no setuid or setgid bit and no file capability.
+        let mut made = Vec::new();
+        let mut todo = vec![ws.clone()];
+        while let Some(dir) = todo.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let m = std::fs::symlink_metadata(&path).unwrap();
+                let name = path.strip_prefix(&ws).unwrap().display().to_string();
+                assert_eq!(m.mode() & 0o6000, 0, "{label}: {name} is {:o} on the host", m.mode());
+                assert_eq!((m.uid(), m.gid()), (uid, gid), "{label}: {name} is not the workspace owner's");
+                let xattrs = tinybox_tests::microvm::xattr_names(&path);
+                assert!(
+                    !xattrs.iter().any(|x| x == "security.capability"),
+                    "{label}: {name} has a file capability: {said}"
+                );
+                assert!(
+                    m.file_type().is_file() || m.file_type().is_dir(),
+                    "{label}: the box made {name} a {:?} on the host",
+                    m.file_type()
+                );
+                if m.is_dir() {
+                    todo.push(path.clone());
+                }
+                made.push((name, m.mode() & 0o7777, m.is_dir()));
+            }
+        }
+        made.sort();
+        let expected: Vec<(String, u32, bool)> = [
+            ("d", 0o750, true),
+            ("d/e", 0o750, true),
+            ("d/f", 0o640, false),
+            ("dev", 0o640, false),
+            ("fifo", 0o640, false),
+            ("g", 0o640, false),
+            ("link", 0o640, false),
+            ("note", 0o640, false),
+            ("pre", 0o644, false),
+            ("setcap", 0o755, false),
+            ("x", 0o640, false),
+        ]
+        .into_iter()
+        .map(|(n, m, d)| (n.to_owned(), m, d))
+        .collect();
+        assert_eq!(made, expected, "{label}: the host's modes");
+
+        // The owner reads and writes what the box wrote, and sees the box's
+        // appends to its own file.
+        let host = owner
+            .command(std::path::Path::new("/bin/sh"), &["-c", "cat note pre && echo from the host >> note"])
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(host.status.success(), "{label}: {}", text(&host.stderr));
+        assert_eq!(text(&host.stdout), "from the box\nfrom the host\nfrom the box\n", "{label}");
+        assert_eq!(exec_ok(&env, &id, &["cat", "/workspace/note"]), "from the box\nfrom the host\n", "{label}");
+        let inspect = run_ok(&env, &["inspect", &id]);
+        assert!(inspect.contains(&format!("land as {uid}:{gid}, mode 0640")), "{label}: {inspect}");
+        remove_and_check_clean(&env, &id);
+    }
+}

@@ -99,11 +99,12 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
         egress: None,
         ports: 1,
         tsc_khz: None,
+        runas: None,
     };
     let started = Instant::now();
     let result = (|| {
         let out = std::process::Command::new(qemu)
-            .args(vm::qemu_args(&launch, &dir))
+            .args(vm::qemu_args(&launch, &dir)?)
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|e| format!("cannot run {}: {e}", qemu.display()))?;

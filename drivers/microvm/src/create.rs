@@ -34,6 +34,11 @@ pub struct Handle {
     /// Its virtio-serial ports, health check included.
     #[serde(default = "all_ports")]
     pub ports: usize,
+    /// The uid:gid that files the box writes into the workspace land as on
+    /// the host (ADR 0013). Absent in a record made by a driver that shared
+    /// the workspace with `security_model=none`.
+    #[serde(default)]
+    pub files_as: Option<(u32, u32)>,
 }
 
 fn all_ports() -> usize {
@@ -84,6 +89,30 @@ pub fn choose_accel(s: &Setup, asked: Option<Accel>) -> Result<Accel, DriverErro
             "no hardware virtualization for this box: {why}; to run it under emulation instead (much slower, no hardware isolation), pass --accel tcg or set \"accel\": \"tcg\" in {}",
             s.config_path
         ))),
+    }
+}
+
+/// Whom QEMU runs as, and so whom box-written files belong to on the host
+/// (ADR 0013): the caller, except that a root caller's QEMU becomes the
+/// workspace's owner once it has opened its files, so a box never writes
+/// as root into somebody else's directory and QEMU keeps no root privilege
+/// while the guest runs. Returns the `-runas` pair (None: stay the caller)
+/// and the uid:gid files land as.
+pub fn qemu_user(caller: (u32, u32), workspace_owner: (u32, u32)) -> (Option<(u32, u32)>, (u32, u32)) {
+    if caller.0 == 0 && workspace_owner.0 != 0 { (Some(workspace_owner), workspace_owner) } else { (None, caller) }
+}
+
+/// Refuses a workspace whose filesystem has no `user.*` extended
+/// attributes: 9p's mapped-xattr keeps the guest's modes and owners there,
+/// and without them no box could write into it.
+fn check_user_xattrs(ws: &Path) -> Result<(), DriverError> {
+    let mut value = [0u8; 64];
+    match rustix::fs::getxattr(ws, "user.virtfs.mode", &mut value[..]) {
+        Err(rustix::io::Errno::NOTSUP) => Err(DriverError::unsupported(format!(
+            "the workspace {} is on a filesystem without user extended attributes, where the microvm sandbox keeps the modes and owners the guest sets so that none reach the host; use a directory on ext4, xfs or btrfs",
+            ws.display()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -168,6 +197,15 @@ async fn boot(
             )));
         }
     };
+    check_user_xattrs(&workspace)?;
+    let owner = std::fs::metadata(&workspace)
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.uid(), m.gid())
+        })
+        .map_err(|e| DriverError::failed(format!("cannot read {}: {e}", workspace.display())))?;
+    let caller = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    let (runas, files_as) = qemu_user(caller, owner);
     let (image, cache) = (s.kernel.clone(), s.cache.clone());
     let kernel = tokio::task::spawn_blocking(move || guest::boot_kernel(&image, &cache))
         .await
@@ -188,8 +226,10 @@ async fn boot(
         egress,
         ports: vm::ports_for(memory_mib),
         tsc_khz: Some(vm::host_tsc_khz()),
+        runas,
     };
-    run_detached(&s.qemu, vm::qemu_args(&launch, dir), "QEMU could not start the VM").await?;
+    let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
+    run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
     let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
     let hello = session::open(dir, 0, boot_limit)
         .await
@@ -213,6 +253,7 @@ async fn boot(
         memory_mib,
         pids: p.resources.pids,
         ports: launch.ports,
+        files_as: Some(files_as),
     };
     Ok(CreateResult {
         handle: serde_json::to_value(&handle).expect("handle serializes"),
@@ -226,7 +267,7 @@ async fn boot(
 /// bound, and quits when QEMU leaves); its socket.
 async fn start_passt(passt: &Path, dir: &Path) -> Result<PathBuf, DriverError> {
     let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    run_detached(passt, vm::passt_args(dir, uid, gid), "passt failed").await?;
+    run_detached(passt, vm::passt_args(dir, uid, gid).map_err(DriverError::invalid)?, "passt failed").await?;
     Ok(dir.join("passt.sock"))
 }
 
@@ -266,5 +307,31 @@ mod tests {
         }
         let err = resources(&limits(Some(1.0), Some(64))).unwrap_err();
         assert!(err.message.contains("64 MiB is below the 128 MiB"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_workspace_without_user_extended_attributes_is_refused_by_name() {
+        let ws = std::env::temp_dir();
+        assert!(check_user_xattrs(&ws).is_ok(), "{} keeps user xattrs", ws.display());
+        // procfs has no user.* attributes.
+        let err = check_user_xattrs(Path::new("/proc/self")).unwrap_err();
+        assert!(
+            err.message.contains("/proc/self") && err.message.contains("without user extended attributes"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_root_caller_s_qemu_becomes_the_workspace_owner_and_nobody_else_s_does() {
+        // Root over a user's workspace: QEMU drops to that user, files land as it.
+        assert_eq!(qemu_user((0, 0), (1001, 1002)), (Some((1001, 1002)), (1001, 1002)));
+        // Root over root's own workspace: root's files, in root's directory.
+        assert_eq!(qemu_user((0, 0), (0, 0)), (None, (0, 0)));
+        assert_eq!(qemu_user((0, 0), (0, 1001)), (None, (0, 0)), "a root-owned directory is root's");
+        // An unprivileged caller cannot become anyone else: its files are its own.
+        assert_eq!(qemu_user((1001, 1001), (1001, 1001)), (None, (1001, 1001)));
+        assert_eq!(qemu_user((1001, 1001), (1002, 1002)), (None, (1001, 1001)));
+        assert_eq!(qemu_user((1001, 1001), (0, 0)), (None, (1001, 1001)));
     }
 }

@@ -4,7 +4,8 @@
 //! here (busybox-static, the guest agent, the modules its devices need);
 //! there is no disk image, so nothing the guest writes outside /workspace
 //! survives the VM — hence no snapshots. The box's directory is shared at
-//! /workspace over virtio-9p; commands travel to the agent over
+//! /workspace over virtio-9p, so that no mode, owner or file type the guest
+//! sets reaches the host (ADR 0013); commands travel to the agent over
 //! virtio-serial ports (see `session`). A denied network is no NIC at all;
 //! egress is one NIC on a passt user-mode stack that does not map the
 //! host's loopback.
@@ -178,10 +179,18 @@ impl SandboxDriver for Microvm {
             ),
             Err(e) => format!("the guest agent does not answer: {}", e.message),
         };
+        let files = match handle.files_as {
+            Some((uid, gid)) => format!(
+                "files the box writes there land as {uid}:{gid}, mode {:04o} (directories {:04o}), never with the modes, owners or file types the guest gives them (setuid, setgid, executable bits, symlinks and devices stay in user.virtfs.* attributes)",
+                vm::FILE_MODE,
+                vm::DIR_MODE
+            ),
+            None => "shared by an older driver that passes the guest's modes and owners (setuid included) to the host; recreate the box".into(),
+        };
         Ok(InspectResult {
             state: BoxState::Ready,
             detail: Some(format!(
-                "{accel}; {} vCPU, {} MiB; {net}; workspace {} at /workspace; {guest}",
+                "{accel}; {} vCPU, {} MiB; {net}; workspace {} at /workspace, {files}; {guest}",
                 handle.cpus,
                 handle.memory_mib,
                 handle.workspace.display()
@@ -215,7 +224,12 @@ impl Microvm {
                     ),
                 };
                 let egress = if s.passt.is_some() { "egress via passt" } else { "no egress (install passt)" };
-                Health::ok_with(format!("{accel}; kernel {}; {egress}", s.kernel.release))
+                Health::ok_with(format!(
+                    "{accel}; kernel {}; {egress}; workspace files a box writes land as the workspace's owner (a root caller's QEMU runs as that owner; an unprivileged caller's as the caller), mode {:04o}/{:04o}, without the guest's setuid, setgid, executable bits, owners or symlinks",
+                    s.kernel.release,
+                    vm::FILE_MODE,
+                    vm::DIR_MODE
+                ))
             }
         }
     }
@@ -255,9 +269,14 @@ fn main() {
                 // What a box with this memory gets.
                 ports: vm::ports_for(256),
                 tsc_khz: Some(vm::host_tsc_khz()),
+                runas: None,
             };
+            let qemu_args = vm::qemu_args(&launch, Path::new(&args[2])).unwrap_or_else(|e| {
+                eprintln!("tinybox-driver-microvm: {e}");
+                std::process::exit(1)
+            });
             println!("{}", s.qemu.display());
-            for a in vm::qemu_args(&launch, Path::new(&args[2])) {
+            for a in qemu_args {
                 println!("{a}");
             }
             return;

@@ -41,6 +41,50 @@ impl Accel {
     }
 }
 
+/// A host path as one value of a QEMU `-opt key=value,...` string (QemuOpts
+/// and keyval parse them alike). A value ends at the first comma unless
+/// the comma is doubled, so commas are doubled; nothing else is special
+/// inside a value (a key ends at the first `=`, so `=` after it is data;
+/// there is no quoting, and newlines or other control characters are
+/// passed to the system call as they are). `what` names the value in the
+/// error for a path that is not UTF-8, which QEMU's options cannot carry
+/// unchanged here.
+pub fn option_value(what: &str, path: &Path) -> Result<String, String> {
+    Ok(whole_argument(what, path)?.replace(',', ",,"))
+}
+
+/// A host path as a whole argument (`-kernel`, `-pidfile`, the rest of
+/// `-serial file:`, passt's flags): the program takes it unparsed, so it
+/// goes as it is, but it must be UTF-8 to go at all.
+pub fn whole_argument(what: &str, path: &Path) -> Result<String, String> {
+    path.to_str().map(str::to_owned).ok_or_else(|| {
+        format!(
+            "{what} {} is not valid UTF-8, which QEMU's and passt's arguments cannot carry; rename it",
+            path.display()
+        )
+    })
+}
+
+/// The initramfs path for `-initrd`: QEMU takes it whole for a Linux
+/// kernel, but splits it at commas (`,,` escaping one) when the kernel is
+/// a multiboot image, and the configured kernel may be one. A path whose
+/// meaning depends on the kernel is refused rather than guessed at.
+fn initrd_argument(path: &Path) -> Result<String, String> {
+    let value = whole_argument("the initramfs", path)?;
+    if value.contains(',') {
+        return Err(format!(
+            "the initramfs {value} has a comma in its path, which QEMU reads differently for different kernels; set TINYBOX_CACHE_DIR to a directory without commas"
+        ));
+    }
+    Ok(value)
+}
+
+/// How box-written files land on the host (9p `mapped-xattr`, ADR 0013):
+/// created by QEMU's user with these modes; the modes, owners and file
+/// types the guest sets live in `user.virtfs.*` extended attributes.
+pub const FILE_MODE: u32 = 0o640;
+pub const DIR_MODE: u32 = 0o750;
+
 /// Everything a launch needs.
 #[derive(Debug, Clone)]
 pub struct Launch {
@@ -60,6 +104,9 @@ pub struct Launch {
     /// kernel that rate spares it calibrating against an emulated PIT,
     /// which hangs the boot outright when the host is busy.
     pub tsc_khz: Option<u64>,
+    /// The uid:gid QEMU becomes once it has opened its files (`-runas`):
+    /// the workspace's owner when tinybox runs as root (ADR 0013).
+    pub runas: Option<(u32, u32)>,
 }
 
 /// The kernel command line: quiet, no probing of hardware a microvm lacks.
@@ -103,9 +150,9 @@ pub fn port_lock(dir: &Path, n: usize) -> PathBuf {
     dir.join(format!("port-{n}.lock"))
 }
 
-/// QEMU's arguments (after the program) for a box in `dir`.
-pub fn qemu_args(l: &Launch, dir: &Path) -> Vec<String> {
-    let p = |path: &Path| path.to_string_lossy().into_owned();
+/// QEMU's arguments (after the program) for a box in `dir`; refused when a
+/// path cannot reach QEMU unchanged (see `option_value`).
+pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
     let mut a: Vec<String> =
         vec!["-M".into(), "microvm,x-option-roms=off".into(), "-accel".into(), l.accel.as_str().into()];
     if l.accel == Accel::Kvm {
@@ -121,36 +168,49 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Vec<String> {
         "-nographic".into(),
         "-no-reboot".into(),
         "-kernel".into(),
-        p(&l.kernel),
+        whole_argument("the kernel", &l.kernel)?,
         "-initrd".into(),
-        p(&l.initramfs),
+        initrd_argument(&l.initramfs)?,
         "-append".into(),
         cmdline(l),
         "-serial".into(),
-        format!("file:{}", p(&dir.join("console.log"))),
+        // `file:` takes the rest of the argument whole: no escaping.
+        format!("file:{}", whole_argument("the box directory", &dir.join("console.log"))?),
         "-device".into(),
         format!("virtio-serial-device,max_ports={}", l.ports + 1),
     ]);
     for n in 0..l.ports {
         a.push("-chardev".into());
-        a.push(format!("socket,id=p{n},path={},server=on,wait=off", p(&port_socket(dir, n))));
+        a.push(format!(
+            "socket,id=p{n},path={},server=on,wait=off",
+            option_value("the box directory", &port_socket(dir, n))?
+        ));
         a.push("-device".into());
         a.push(format!("virtserialport,chardev=p{n},name=tinybox.{n}"));
     }
     if let Some(ws) = &l.workspace {
         a.push("-fsdev".into());
-        a.push(format!("local,id=ws,path={},security_model=none", p(ws)));
+        a.push(format!(
+            "local,id=ws,path={},security_model=mapped-xattr,fmode={FILE_MODE:04o},dmode={DIR_MODE:04o}",
+            option_value("the workspace", ws)?
+        ));
         a.push("-device".into());
         a.push("virtio-9p-device,fsdev=ws,mount_tag=ws".into());
     }
     if let Some(sock) = &l.egress {
         a.push("-netdev".into());
-        a.push(format!("stream,id=n0,server=off,addr.type=unix,addr.path={}", p(sock)));
+        a.push(format!(
+            "stream,id=n0,server=off,addr.type=unix,addr.path={}",
+            option_value("the box directory", sock)?
+        ));
         a.push("-device".into());
         a.push("virtio-net-device,netdev=n0".into());
     }
-    a.extend(["-daemonize".into(), "-pidfile".into(), p(&dir.join("qemu.pid"))]);
-    a
+    if let Some((uid, gid)) = l.runas {
+        a.extend(["-runas".into(), format!("{uid}:{gid}")]);
+    }
+    a.extend(["-daemonize".into(), "-pidfile".into(), whole_argument("the box directory", &dir.join("qemu.pid"))?]);
+    Ok(a)
 }
 
 /// The most ports a box has: one health check, EXEC_PORTS for commands.
@@ -225,16 +285,24 @@ pub fn host_tsc_khz() -> u64 {
 /// root, passt would otherwise become nobody): one client (QEMU), then
 /// gone; the guest's address, gateway and DNS fixed to what its init sets;
 /// and the gateway NOT mapped to the host's loopback.
-pub fn passt_args(dir: &Path, uid: u32, gid: u32) -> Vec<String> {
-    let p = |name: &str| dir.join(name).to_string_lossy().into_owned();
+pub fn passt_args(dir: &Path, uid: u32, gid: u32) -> Result<Vec<String>, String> {
+    // passt takes each path as a whole argument.
+    let p = |name: &str| whole_argument("the box directory", &dir.join(name));
     let mut a: Vec<String> = vec!["--runas".into(), format!("{uid}:{gid}")];
     a.extend(
         ["--one-off", "--no-map-gw", "--quiet", "--ipv4-only", "--address", "10.0.2.15", "--netmask", "24"]
             .map(String::from),
     );
     a.extend(["--gateway", "10.0.2.2", "--dns-forward", "10.0.2.3"].map(String::from));
-    a.extend(["--socket".into(), p("passt.sock"), "--pid".into(), p("passt.pid"), "--log-file".into(), p("passt.log")]);
-    a
+    a.extend([
+        "--socket".into(),
+        p("passt.sock")?,
+        "--pid".into(),
+        p("passt.pid")?,
+        "--log-file".into(),
+        p("passt.log")?,
+    ]);
+    Ok(a)
 }
 
 fn tsc_khz_from(cpuinfo: &str) -> Option<u64> {
@@ -258,12 +326,140 @@ mod tests {
             egress: None,
             ports: PORTS,
             tsc_khz: Some(2_900_000),
+            runas: None,
         }
+    }
+
+    /// A `key=value,...` string split the way QEMU's QemuOpts and keyval
+    /// do: a single comma separates, a doubled one is a comma; a key ends
+    /// at the first `=`, and an element without one is the implied key.
+    fn parse_opts(s: &str) -> Vec<(String, String)> {
+        let mut elements = vec![String::new()];
+        let mut chars = s.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, chars.peek()) {
+                (',', Some(',')) => {
+                    chars.next();
+                    elements.last_mut().unwrap().push(',');
+                }
+                (',', _) => elements.push(String::new()),
+                (c, _) => elements.last_mut().unwrap().push(c),
+            }
+        }
+        elements
+            .into_iter()
+            .map(|e| match e.split_once('=') {
+                Some((k, v)) => (k.to_owned(), v.to_owned()),
+                None => (String::new(), e),
+            })
+            .collect()
+    }
+
+    fn after<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+        args.windows(2).filter(|w| w[0] == flag).map(|w| w[1].as_str()).collect()
+    }
+
+    #[test]
+    fn an_option_value_doubles_commas_and_keeps_everything_else() {
+        for (path, value) in [
+            ("/srv/ws", "/srv/ws"),
+            ("/srv/a,path=/srv/other", "/srv/a,,path=/srv/other"),
+            ("/a,,b", "/a,,,,b"),
+            ("/a,", "/a,,"),
+            ("/a=b/c=", "/a=b/c="),
+            ("/a\nb/\t", "/a\nb/\t"),
+            ("/ü b", "/ü b"),
+        ] {
+            assert_eq!(option_value("the workspace", Path::new(path)).unwrap(), value, "{path:?}");
+            assert_eq!(parse_opts(&format!("path={value}")), [("path".to_owned(), path.to_owned())], "{path:?}");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let bad = Path::new(std::ffi::OsStr::from_bytes(b"/srv/\xff"));
+        let err = option_value("the workspace", bad).unwrap_err();
+        assert!(err.starts_with("the workspace /srv/") && err.contains("not valid UTF-8"), "{err}");
+        assert!(whole_argument("the box directory", bad).is_err());
+    }
+
+    /// Every path that reaches a QEMU option, with commas and `key=` in it,
+    /// comes back out of QEMU's parsing as exactly that path and adds no key.
+    #[test]
+    fn every_path_reaches_qemu_as_itself_whatever_it_holds() {
+        let dir = Path::new("/run/a,path=/etc,b");
+        let mut l = launch();
+        l.workspace = Some("/srv/a,path=/srv/other".into());
+        l.egress = Some(dir.join("passt.sock"));
+        l.kernel = "/k,id=x".into();
+        let args = qemu_args(&l, dir).unwrap();
+        let opts =
+            |flag: &str| -> Vec<Vec<(String, String)>> { after(&args, flag).into_iter().map(parse_opts).collect() };
+        let kv = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+
+        // -fsdev: the workspace, shared so that no guest mode or owner reaches the host.
+        assert_eq!(
+            opts("-fsdev"),
+            [kv(&[
+                ("", "local"),
+                ("id", "ws"),
+                ("path", "/srv/a,path=/srv/other"),
+                ("security_model", "mapped-xattr"),
+                ("fmode", "0640"),
+                ("dmode", "0750"),
+            ])]
+        );
+        // -chardev socket: each port's socket in the box directory.
+        let chardevs = opts("-chardev");
+        assert_eq!(chardevs.len(), PORTS);
+        for (n, c) in chardevs.iter().enumerate() {
+            let path = format!("/run/a,path=/etc,b/port-{n}.sock");
+            let id = format!("p{n}");
+            assert_eq!(c, &kv(&[("", "socket"), ("id", &id), ("path", &path), ("server", "on"), ("wait", "off")]));
+        }
+        // -netdev stream (keyval): passt's socket.
+        assert_eq!(
+            opts("-netdev"),
+            [kv(&[
+                ("", "stream"),
+                ("id", "n0"),
+                ("server", "off"),
+                ("addr.type", "unix"),
+                ("addr.path", "/run/a,path=/etc,b/passt.sock"),
+            ])]
+        );
+        // Whole arguments, taken unparsed: as they are.
+        assert_eq!(after(&args, "-serial"), ["file:/run/a,path=/etc,b/console.log"]);
+        assert_eq!(after(&args, "-kernel"), ["/k,id=x"]);
+        assert_eq!(after(&args, "-pidfile"), ["/run/a,path=/etc,b/qemu.pid"]);
+        assert_eq!(after(&args, "-initrd"), ["/i"]);
+        // -initrd: split at commas for a multiboot kernel, whole otherwise; refused.
+        l.initramfs = "/cache,x/initramfs".into();
+        let err = qemu_args(&l, dir).unwrap_err();
+        assert!(err.contains("/cache,x/initramfs") && err.contains("TINYBOX_CACHE_DIR"), "{err}");
+    }
+
+    #[test]
+    fn qemu_runs_as_the_user_it_is_given_and_otherwise_as_its_caller() {
+        let mut l = launch();
+        assert!(after(&qemu_args(&l, Path::new("/run/b")).unwrap(), "-runas").is_empty());
+        l.runas = Some((1001, 1002));
+        assert_eq!(after(&qemu_args(&l, Path::new("/run/b")).unwrap(), "-runas"), ["1001:1002"]);
+    }
+
+    #[test]
+    fn passt_takes_box_paths_whole_and_refuses_what_it_cannot_carry() {
+        let a = passt_args(Path::new("/run/a,b=c"), 0, 0).unwrap();
+        assert_eq!(after(&a, "--socket"), ["/run/a,b=c/passt.sock"]);
+        assert_eq!(after(&a, "--pid"), ["/run/a,b=c/passt.pid"]);
+        assert_eq!(after(&a, "--log-file"), ["/run/a,b=c/passt.log"]);
+        use std::os::unix::ffi::OsStrExt;
+        let err = passt_args(Path::new(std::ffi::OsStr::from_bytes(b"/run/\xfe")), 0, 0).unwrap_err();
+        assert!(err.contains("not valid UTF-8"), "{err}");
     }
 
     #[test]
     fn passt_never_maps_the_gateway_to_the_host_loopback_and_serves_one_vm() {
-        let a = passt_args(Path::new("/run/b"), 1000, 1000);
+        let a = passt_args(Path::new("/run/b"), 1000, 1000).unwrap();
         assert!(a.contains(&"--no-map-gw".to_owned()) && a.contains(&"--one-off".to_owned()), "{a:?}");
         let after = |flag: &str| a.iter().position(|x| x == flag).map(|i| a[i + 1].clone());
         assert_eq!(after("--runas").as_deref(), Some("1000:1000"));
@@ -295,7 +491,7 @@ mod tests {
 
     #[test]
     fn a_denied_network_has_no_nic_at_all() {
-        let args = qemu_args(&launch(), Path::new("/run/b"));
+        let args = qemu_args(&launch(), Path::new("/run/b")).unwrap();
         assert!(args.iter().all(|a| !a.contains("netdev") && !a.contains("virtio-net")), "{args:?}");
         assert!(args.contains(&"-nodefaults".to_owned()), "no default devices (and so no default NIC)");
         assert!(cmdline(&launch()).contains("tb_net=none"));
@@ -305,7 +501,7 @@ mod tests {
     fn egress_is_one_nic_on_the_passt_socket() {
         let mut l = launch();
         l.egress = Some("/run/b/passt.sock".into());
-        let args = qemu_args(&l, Path::new("/run/b"));
+        let args = qemu_args(&l, Path::new("/run/b")).unwrap();
         assert_eq!(args.iter().filter(|a| a.starts_with("virtio-net-device")).count(), 1);
         assert!(args.iter().any(|a| a == "stream,id=n0,server=off,addr.type=unix,addr.path=/run/b/passt.sock"));
         assert!(cmdline(&l).contains("tb_net=egress"));
@@ -317,7 +513,7 @@ mod tests {
         l.cpus = 3;
         l.memory_mib = 300;
         l.accel = Accel::Kvm;
-        let args = qemu_args(&l, Path::new("/run/b"));
+        let args = qemu_args(&l, Path::new("/run/b")).unwrap();
         let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());
         assert_eq!(after("-smp").as_deref(), Some("3"));
         assert_eq!(after("-m").as_deref(), Some("300M"));
@@ -327,12 +523,12 @@ mod tests {
         assert!(!cmdline(&l).contains("tsc_early_khz"), "under KVM the kernel has kvmclock");
         l.accel = Accel::Tcg;
         assert!(cmdline(&l).contains("tsc_early_khz=2900000"));
-        assert_eq!(qemu_args(&l, Path::new("/run/b")).iter().position(|a| a == "-cpu"), None);
+        assert_eq!(qemu_args(&l, Path::new("/run/b")).unwrap().iter().position(|a| a == "-cpu"), None);
     }
 
     #[test]
     fn every_port_has_a_socket_in_the_box_directory_and_a_name_the_agent_serves() {
-        let args = qemu_args(&launch(), Path::new("/run/b"));
+        let args = qemu_args(&launch(), Path::new("/run/b")).unwrap();
         for n in 0..PORTS {
             assert!(args.contains(&format!("socket,id=p{n},path=/run/b/port-{n}.sock,server=on,wait=off")));
             assert!(args.contains(&format!("virtserialport,chardev=p{n},name=tinybox.{n}")));
