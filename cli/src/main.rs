@@ -9,6 +9,7 @@ mod commands;
 mod output;
 mod progress;
 mod stdio;
+mod verifier;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

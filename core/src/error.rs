@@ -114,6 +114,11 @@ pub enum Error {
     UnknownHost { name: String, known: Vec<String> },
     #[error("box {id} is {state}; {hint}")]
     BoxNotReady { id: BoxId, state: String, hint: String },
+    /// The engine was asked to rely on a declaration it has no passing verdict for.
+    #[error(
+        "sandbox {sandbox} {detail}, so its declaration is not relied on for untrusted code or picked on its own; `tinybox drivers verify {sandbox}` checks it claim by claim"
+    )]
+    Unverified { sandbox: SandboxName, detail: String },
     /// No sandbox to pick on its own: none healthy, or none strong enough.
     #[error("{0}")]
     NoSandbox(String),
@@ -257,9 +262,10 @@ impl Error {
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,
             Error::Store(StoreError::Io { .. }) => ErrorKind::StoreIo,
             Error::Store(_) => ErrorKind::Store,
-            Error::DriverNotFound { .. } | Error::DriverUnavailable { .. } | Error::NoSandbox(_) => {
-                ErrorKind::Unavailable
-            }
+            Error::DriverNotFound { .. }
+            | Error::DriverUnavailable { .. }
+            | Error::NoSandbox(_)
+            | Error::Unverified { .. } => ErrorKind::Unavailable,
             Error::Driver { code, .. } => ErrorKind::Driver(*code),
             Error::Protocol { .. } | Error::DriverDied { .. } | Error::DriverTimeout { .. } => ErrorKind::DriverFailure,
             Error::UnknownHost { .. } => ErrorKind::UnknownHost,

@@ -18,6 +18,7 @@ pub mod paths;
 pub mod request;
 pub mod store;
 pub mod sync;
+pub mod trust;
 pub mod verify;
 
 pub use engine::{BoxView, DriverListing, DriverReport, ExecOutcome, HostAdded, ReapOutcome, Target, Tinybox};

@@ -243,11 +243,39 @@ pub struct CreatePlan {
     pub choice: Option<SandboxChoice>,
 }
 
-/// A box made from a request, and what was chosen for it.
+/// A box made from a request, what was chosen for it, and what its
+/// caller should be told about it.
 #[derive(Debug, Clone)]
 pub struct Created {
     pub info: BoxInfo,
     pub choice: Option<SandboxChoice>,
+    pub warnings: Vec<String>,
+}
+
+/// What a caller must hear about a new box: a box for untrusted code
+/// (made with an isolation floor) without a pids or a memory limit in
+/// force can exhaust this machine, and says so loudly rather than being
+/// refused — a sandbox that enforces no limits (namespace without a
+/// writable cgroup) is still the right place for code that must not see
+/// the host.
+pub fn warnings(info: &BoxInfo) -> Vec<String> {
+    let Some(ws) = &info.workspace else { return Vec::new() };
+    if info.spec.min_isolation.is_none() {
+        return Vec::new();
+    }
+    let missing: Vec<&str> = [("pids", ws.limits.pids.is_none()), ("memory", ws.limits.memory_bytes.is_none())]
+        .into_iter()
+        .filter_map(|(name, missing)| missing.then_some(name))
+        .collect();
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "box {} is for untrusted code but has no {} limit in force (sandbox {} enforces none here): code in it can exhaust this machine; a sandbox that enforces limits (docker) avoids that",
+        info.id,
+        missing.join(" or "),
+        ws.placement.sandbox
+    )]
 }
 
 impl CreateRequest {
@@ -396,9 +424,9 @@ impl Tinybox {
         let (sandbox, choice) = match &request.sandbox {
             Some(s) => (s.clone(), None),
             None => {
-                let (sandbox, isolation) = self.choose_sandbox(request.floor()).await?;
-                let reason = "the strongest healthy one installed".to_owned();
-                (sandbox.clone(), Some(SandboxChoice { sandbox, isolation, reason }))
+                let options = merge_options(request.options.clone(), request.accel.as_deref())?;
+                let choice = self.choose_sandbox(request.floor(), &options).await?;
+                (choice.sandbox.clone(), Some(choice))
             }
         };
         let mut spec = request.spec(sandbox, store_dir)?;
@@ -427,7 +455,8 @@ impl Tinybox {
     pub async fn create_requested(&self, request: &CreateRequest) -> Result<Created> {
         let plan = self.plan_create(request).await?;
         let info = self.create(plan.spec).await?;
-        Ok(Created { info, choice: plan.choice })
+        let warnings = warnings(&info);
+        Ok(Created { info, choice: plan.choice, warnings })
     }
 }
 

@@ -18,6 +18,11 @@ impl CreateCmd {
         let spec = super::plan(app, &self.box_args, &self.env.env).await?.spec;
         let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
         let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
+        if !app.json {
+            for warning in tinybox_core::request::warnings(&info) {
+                eprintln!("tinybox: warning: {warning}");
+            }
+        }
         output::print_created(app.json, &info);
         Ok(0)
     }

@@ -30,10 +30,13 @@ impl InspectCmd {
         ));
         if let Some(ws) = &info.workspace {
             rows.push(("placement", ws.placement.to_string()));
-            let untrusted = if ws.isolation >= tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR {
-                "suitable for untrusted code"
-            } else {
-                "NOT suitable for untrusted code"
+            let untrusted = match (ws.isolation >= tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR, ws.verified) {
+                (true, true) => "suitable for untrusted code, declaration verified".to_owned(),
+                (true, false) => format!(
+                    "NOT relied on for untrusted code: sandbox {}'s declaration was not verified when the box was made; `tinybox drivers verify {}`",
+                    ws.placement.sandbox, ws.placement.sandbox
+                ),
+                (false, _) => "NOT suitable for untrusted code".to_owned(),
             };
             rows.push(("isolation", format!("{} ({untrusted})", ws.isolation)));
             rows.push(("network", ws.network.to_string()));

@@ -44,10 +44,11 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         _ => 1,
     };
     let store = store.unwrap_or_else(tinybox_core::paths::default_store_dir);
-    let engine = match Tinybox::open(&store) {
+    let mut engine = match Tinybox::open(&store) {
         Ok(e) => e,
         Err(e) => return report(&e, json, failure_code),
     };
+    engine.set_verifier(std::sync::Arc::new(crate::verifier::Kit { json }));
     let app = App { engine, json, store_dir: store };
     let result = match command {
         Command::Create(c) => c.run(&app).await,

@@ -22,6 +22,11 @@ impl RunCmd {
         let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
         let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
         if !app.json {
+            for warning in tinybox_core::request::warnings(&info) {
+                eprintln!("tinybox: warning: {warning}");
+            }
+        }
+        if !app.json {
             eprintln!("tinybox: {}", crate::output::created_summary(&info));
         }
         let target = if self.runner { Target::Runner } else { Target::Workspace };

@@ -17,6 +17,10 @@ impl Tinybox {
         spec.validate()?;
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
+        // Before anything is reserved: earning a verdict makes boxes of its own.
+        if spec.min_isolation.is_some() {
+            self.require_verified_link(&ws_link, &spec.options).await?;
+        }
         // The runner gets no workspace of its own and only what its sandbox
         // enforces by default; it is gated like any other instance.
         let runner_spec = BoxSpec { source: None, ports: Vec::new(), ..BoxSpec::new(spec.runner.clone()) };
@@ -40,11 +44,11 @@ impl Tinybox {
             // the box is made over the synced copy.
             let (ws_spec, synced) = self.workspace_spec(&id, &spec).await?;
             synced_dir = synced;
-            let workspace = make_instance(&ws_link, &id, &ws_spec, &spec.workspace, admitted).await?;
+            let workspace = self.make_instance(&ws_link, &id, &ws_spec, &spec.workspace, admitted).await?;
             let runner_instance = match &runner {
                 None => None,
                 Some((link, admitted)) => {
-                    match make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone()).await {
+                    match self.make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone()).await {
                         Ok(i) => Some(i),
                         Err(e) => {
                             let _ =
@@ -100,12 +104,33 @@ impl Tinybox {
     }
 }
 
-pub(super) async fn make_instance(
+impl Tinybox {
+    /// Makes one instance of a box, as admitted. A floor relies on the
+    /// declaration, so it needs a verified one (crate::trust) before the
+    /// driver is asked; every instance records whether its declaration was.
+    pub(super) async fn make_instance(
+        &self,
+        link: &SandboxLink,
+        id: &BoxId,
+        spec: &BoxSpec,
+        placement: &Placement,
+        admitted: gate::Admitted,
+    ) -> Result<Instance> {
+        if spec.min_isolation.is_some() {
+            self.require_verified_link(link, &spec.options).await?;
+        }
+        let verified = self.trust_link(link, &spec.options).relied_on();
+        make_instance(link, id, spec, placement, admitted, verified).await
+    }
+}
+
+async fn make_instance(
     link: &SandboxLink,
     id: &BoxId,
     spec: &BoxSpec,
     placement: &Placement,
     admitted: gate::Admitted,
+    verified: bool,
 ) -> Result<Instance> {
     let caps = link.capabilities();
     let created = link
@@ -136,6 +161,7 @@ pub(super) async fn make_instance(
         limits: admitted.limits,
         network: admitted.network_in_force,
         workdir: created.workdir,
+        verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
     })
 }
 

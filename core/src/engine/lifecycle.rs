@@ -12,7 +12,6 @@ use serde::Serialize;
 use tinybox_sdk::model::{BoxId, SnapshotId, SnapshotSupport, WorkspaceSource};
 
 use super::Tinybox;
-use super::create::make_instance;
 use crate::error::{Error, LifecycleError, Result};
 use crate::gate;
 use crate::model::{BoxInfo, BoxSpec, Lifecycle, Phase};
@@ -98,7 +97,7 @@ impl Tinybox {
         let spec = BoxSpec { source: Some(WorkspaceSource::Snapshot { id: newest.id.clone() }), ..info.spec.clone() };
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
-        let workspace = make_instance(&ws_link, id, &spec, &spec.workspace, admitted).await?;
+        let workspace = self.make_instance(&ws_link, id, &spec, &spec.workspace, admitted).await?;
         let runner = match &info.runner {
             None => None,
             Some(_) => {
@@ -106,7 +105,7 @@ impl Tinybox {
                 let made = async {
                     let link = self.drivers.sandbox(&spec.runner.sandbox, &spec.runner.host).await?;
                     let admitted = gate::admit_create(&spec.runner.sandbox, &link.capabilities(), &runner_spec)?;
-                    make_instance(&link, id, &runner_spec, &spec.runner, admitted).await
+                    self.make_instance(&link, id, &runner_spec, &spec.runner, admitted).await
                 }
                 .await;
                 match made {

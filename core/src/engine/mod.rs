@@ -3,6 +3,7 @@
 //! in that order, so nothing refused ever reaches a driver and nothing a
 //! driver fails leaves the store changed.
 
+mod choose;
 mod create;
 mod drivers_report;
 mod exec;
@@ -16,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tinybox_sdk::model::{BoxId, IsolationLevel, SandboxName};
+use tinybox_sdk::model::BoxId;
 use tinybox_sdk::protocol::{BoxRef, BoxState};
 
 pub use drivers_report::{DriverListing, DriverReport};
@@ -29,7 +30,7 @@ pub use sync::{Observer, SyncEvent};
 use crate::clock::{Clock, SystemClock};
 use crate::driver::{DriverConfig, Drivers};
 use crate::error::{Error, Result};
-use crate::model::{BoxInfo, Instance, PASSTHROUGH, Phase};
+use crate::model::{BoxInfo, Instance, Phase};
 use crate::store::{FileStore, Store, StoreError, TemplateStore};
 
 /// The directory in a store holding each driver's state directory.
@@ -45,6 +46,8 @@ pub struct Tinybox {
     /// The store's directory, for a file store: where settings, hosts and
     /// verdicts live beside the boxes. `None` for an in-memory store.
     pub(crate) store_dir: Option<PathBuf>,
+    /// Earns a verdict on first use (crate::trust); `None`: refuse instead.
+    pub(crate) verifier: Option<Arc<dyn crate::trust::Verifier>>,
 }
 
 /// A box with its sandbox's current view of it.
@@ -94,6 +97,7 @@ impl Tinybox {
             drivers: Drivers::new(drivers),
             runtime_dir: crate::paths::runtime_dir()?,
             store_dir: None,
+            verifier: None,
         })
     }
 
@@ -139,34 +143,6 @@ impl Tinybox {
         Ok(BoxView { info, state: r.state, state_detail: r.detail })
     }
 
-    /// The strongest healthy sandbox installed for `host`, at or above
-    /// `floor`. Never passthrough: a box that did not ask to be unconfined
-    /// is not silently left unconfined.
-    pub async fn choose_sandbox(&self, floor: Option<IsolationLevel>) -> Result<(SandboxName, IsolationLevel)> {
-        let reports = self.driver_reports().await;
-        let best = reports
-            .iter()
-            .filter(|r| r.usable_sandbox() && r.name != PASSTHROUGH)
-            .filter_map(|r| Some((r.capabilities.as_ref()?.isolation, r)))
-            .filter(|(iso, _)| *iso > IsolationLevel::None && floor.is_none_or(|f| *iso >= f))
-            .max_by_key(|(iso, r)| (*iso, preference(&r.name)));
-        match best {
-            Some((iso, r)) => Ok((SandboxName::new(r.name.clone())?, iso)),
-            None => {
-                let seen: Vec<String> = reports
-                    .iter()
-                    .filter(|r| r.name != PASSTHROUGH && r.role != Some(tinybox_sdk::protocol::Role::Host))
-                    .map(|r| format!("{} ({})", r.name, r.summary()))
-                    .collect();
-                Err(Error::NoSandbox(format!(
-                    "no sandbox that confines anything{} is available here (found: {}); install one (bubblewrap, docker) or pass --sandbox passthrough to run unconfined",
-                    floor.map(|f| format!(" at isolation {f} or above")).unwrap_or_default(),
-                    if seen.is_empty() { "none".into() } else { seen.join(", ") }
-                )))
-            }
-        }
-    }
-
     /// Unique among live processes: the pid names this process, the counter
     /// is shared by every engine in it.
     fn next_exec_id(&self) -> String {
@@ -189,18 +165,6 @@ impl Tinybox {
             }),
         }
     }
-}
-
-/// Among sandboxes of equal isolation, the one to pick by default: a
-/// daemonless one first (nothing shared to name-clash on, milliseconds per
-/// command), then the rest by name. Only breaks ties; never outranks isolation.
-fn preference(name: &str) -> (u8, std::cmp::Reverse<String>) {
-    let rank = match name {
-        "namespace" => 2,
-        "docker" => 1,
-        _ => 0,
-    };
-    (rank, std::cmp::Reverse(name.to_owned()))
 }
 
 #[cfg(test)]

@@ -38,6 +38,11 @@ pub struct Instance {
     /// Where commands start, when the box has a workspace directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,
+    /// A passing verdict of the conformance kit existed for the driver
+    /// binary, its declaration and the box's create options when the box
+    /// was made (crate::trust). Only then is its isolation relied on.
+    #[serde(default)]
+    pub verified: bool,
 }
 
 /// A snapshot taken of a box.

@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 pub struct Verdict {
     pub sandbox: String,
     pub digest: String,
+    /// The declaration the kit checked; a verdict holds only for it. Absent
+    /// in verdicts recorded before declarations were kept: those hold for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<tinybox_sdk::model::SandboxCapabilities>,
     pub passed: bool,
     pub passes: usize,
     pub fails: usize,
@@ -67,6 +71,7 @@ mod tests {
         let verdict = Verdict {
             sandbox: "x".into(),
             digest: digest(&bin).unwrap(),
+            declared: None,
             passed: true,
             passes: 3,
             fails: 0,

@@ -119,6 +119,7 @@ impl Report {
         Some(Verdict {
             sandbox: self.sandbox.clone(),
             digest,
+            declared: Some(self.declared.clone()),
             passed: self.passed(),
             passes: count(Status::Pass),
             fails: count(Status::Fail),

@@ -1,0 +1,42 @@
+//! The conformance kit as the engine's verifier: when the engine is asked
+//! to rely on a declaration it has no verdict for (an isolation floor, or
+//! picking a sandbox on its own), it runs the kit once for that driver
+//! binary and keeps the verdict (core's `trust` holds the rule).
+
+use std::collections::BTreeMap;
+
+use tinybox_core::model::SandboxName;
+use tinybox_core::store::verdicts::Verdict;
+use tinybox_core::trust::Verifier;
+use tinybox_core::verify::{self, Options};
+use tinybox_core::{Error, Tinybox};
+
+/// Runs the kit with a spinner, telling the user why it runs.
+pub struct Kit {
+    pub json: bool,
+}
+
+#[async_trait::async_trait]
+impl Verifier for Kit {
+    async fn verify(
+        &self,
+        engine: &Tinybox,
+        sandbox: &SandboxName,
+        options: &BTreeMap<String, String>,
+    ) -> Result<Verdict, Error> {
+        let what = format!(
+            "verifying sandbox {sandbox} before relying on its declaration (once per driver binary; `tinybox drivers verify {sandbox}` shows each claim)"
+        );
+        if !self.json {
+            eprintln!("tinybox: {what}");
+        }
+        let opts = Options { image: None, create_options: options.clone() };
+        let report = crate::progress::spin(self.json, what, async {
+            verify::verify(engine, sandbox.as_str(), &opts).await.map_err(|e| Error::NotVerifiable(e.0))
+        })
+        .await?;
+        report.verdict(engine.now()).ok_or_else(|| {
+            Error::NotVerifiable(format!("sandbox {sandbox}'s driver binary cannot be read, so no verdict can be kept"))
+        })
+    }
+}
