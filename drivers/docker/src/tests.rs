@@ -246,6 +246,8 @@ async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
     assert_eq!(run.exec_id, "x42-7");
     assert_eq!(run.stdio.socket, PathBuf::from("/run/x.sock"));
     let a = &run.argv;
+    assert_eq!(&a[..4], ["sh", "-c", r#""$@"; exit $?"#, "sh"], "the client runs under a shell that dies of a cancel");
+    let a = &a[4..];
     assert_eq!(&a[..3], ["docker", "exec", "-i"]);
     assert!(has_pair(a, "--workdir", "/workspace/src"));
     assert!(has_pair(a, "--env", "A=box"));
@@ -347,7 +349,7 @@ async fn a_cancel_before_the_exec_starts_means_it_never_runs() {
 
 #[tokio::test]
 async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_container() {
-    let mut host = FakeHost::new(|_| ok(""));
+    let mut host = FakeHost::new(|_| ok("TERM\n"));
     host.status = ExitStatus { code: None, signal: Some(15) };
     let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert_eq!(status.signal, Some(15));
@@ -356,6 +358,12 @@ async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_containe
     assert_eq!(&cmds[0][..3], ["docker", "exec", "tinybox-ns1-box-0"]);
     assert_eq!(cmds[0].last().unwrap(), "[/]tmp/.tinybox-exec-x42-7.pid");
 
+    // A command that outlived SIGTERM's grace is reported killed.
+    let mut host = FakeHost::new(|_| ok("KILL\n"));
+    host.status = ExitStatus { code: None, signal: Some(15) };
+    let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
+    assert_eq!(status, ExitStatus { code: None, signal: Some(9) });
+
     // A command that died of a signal itself is reported by docker as 128+n: nothing to stop.
     let mut host = FakeHost::new(|_| ok(""));
     host.status = ExitStatus::code(143);
@@ -363,10 +371,57 @@ async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_containe
     assert!(host.commands().is_empty());
 }
 
+/// A host where the box's command runs until the driver's cancel script
+/// starts; the client then exits 0, as a terminated `docker exec` does,
+/// while the script is still stopping the command inside the container.
+struct RacingHost {
+    running: tokio::sync::Notify,
+    killed: tokio::sync::Notify,
+    events: Mutex<Vec<&'static str>>,
+}
+
+#[async_trait]
+impl Host for RacingHost {
+    async fn capture(&self, _argv: Vec<String>) -> Result<Captured, DriverError> {
+        self.killed.notify_one();
+        // The script takes a while (a docker exec of its own): let the
+        // client's end be seen first.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        self.events.lock().unwrap().push("the command is dead");
+        Ok(ok("TERM\n"))
+    }
+
+    async fn run(&self, _params: RunParams) -> Result<ExitStatus, DriverError> {
+        self.running.notify_one();
+        self.killed.notified().await;
+        Ok(ExitStatus::code(0))
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_exec_answers_only_once_its_command_is_dead_and_never_as_a_success() {
+    let host = RacingHost { running: Default::default(), killed: Default::default(), events: Mutex::new(Vec::new()) };
+    let d = docker();
+    let exec = async {
+        let status = d.exec(&host, exec_params(handle(None), None)).await.unwrap();
+        host.events.lock().unwrap().push("the exec answered");
+        status
+    };
+    let cancel = async {
+        host.running.notified().await;
+        d.cancel(&host, "x42-7").await.unwrap();
+    };
+    let (status, ()) = tokio::join!(exec, cancel);
+    assert_eq!(status, ExitStatus { code: None, signal: Some(15) }, "the client's exit 0 is not the command's");
+    assert_eq!(*host.events.lock().unwrap(), ["the command is dead", "the exec answered"]);
+}
+
 #[test]
 fn names_paths_and_directories() {
     assert_eq!(argv::container_name("default", "box-0"), "tinybox-default-box-0");
-    assert_eq!(argv::pid_file("../x y"), "/tmp/.tinybox-exec-.._x_y.pid");
+    assert_eq!(argv::marker("../x y"), "/tmp/.tinybox-exec-.._x_y.pid");
     assert_eq!(argv::workdir(Some("/abs"), Some("/workspace")).as_deref(), Some("/abs"));
     assert_eq!(argv::workdir(Some("rel"), Some("/workspace/")).as_deref(), Some("/workspace/rel"));
     assert_eq!(argv::workdir(Some("rel"), None).as_deref(), Some("/rel"));
