@@ -18,7 +18,7 @@ const ROUNDS: usize = 8;
 #[tokio::test]
 async fn a_cancel_right_after_the_start_always_stops_the_command() {
     if let Some(why) = docker::unavailable() {
-        return skip("docker_cancel::a_cancel_right_after_the_start", &why);
+        return skip("docker_cancel::a_cancel_right_after_the_start_always_stops_the_command", &why);
     }
     let rounds = std::env::var("TINYBOX_CANCEL_REPEAT").ok().and_then(|v| v.parse().ok()).unwrap_or(ROUNDS);
     let ns = Namespace::new("cancel-stress");
