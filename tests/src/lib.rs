@@ -56,10 +56,112 @@ pub fn engine(extra: &[PathBuf], clock: Arc<dyn Clock>) -> Tinybox {
         .expect("engine")
 }
 
-/// Prints the line a live test shows when it cannot run here.
+/// The file each skip is appended to, one `test: reason` line (contrib/test-all sets it).
+pub const SKIPS_FILE_VAR: &str = "TINYBOX_SKIPS_FILE";
+/// When `1`, a skip fails its test unless the test is allowed to skip.
+pub const REQUIRE_LIVE_VAR: &str = "TINYBOX_REQUIRE_LIVE";
+/// The tests allowed to skip under [`REQUIRE_LIVE_VAR`], one name a line (.ci/run sets it).
+pub const ALLOWED_SKIPS_VAR: &str = "TINYBOX_ALLOWED_SKIPS";
+
+/// Says, visibly, that a live test (or the part of it in parentheses)
+/// cannot run on this machine, and why. `test` is `<test file>::<test
+/// function>`, optionally followed by ` (<part>)`: the stable name the
+/// summary lists and the allow-list names. The line is printed and, when
+/// [`SKIPS_FILE_VAR`] names a file, appended to it, so the skip reaches
+/// contrib/test-all's summary even though libtest captures a passing
+/// test's output. Under `TINYBOX_REQUIRE_LIVE=1` a skip not allowed by
+/// [`ALLOWED_SKIPS_VAR`] panics: CI provides every live part.
 pub fn skip(test: &str, reason: &str) {
-    eprintln!("skipped: {test}: {reason}");
-    println!("skipped: {test}: {reason}");
+    check_skip_name(test);
+    let line = skip_line(test, reason);
+    eprintln!("skipped: {line}");
+    println!("skipped: {line}");
+    if let Err(e) = SkipPolicy::from_env().apply(test, &line) {
+        panic!("{e}");
+    }
+}
+
+/// `test: reason` on one line, whatever the reason holds, so the skips
+/// file stays one skip a line.
+fn skip_line(test: &str, reason: &str) -> String {
+    format!("{test}: {}", reason.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// What a skip does besides printing: where it is recorded and whether it
+/// is allowed. Read from the environment contrib/test-all and .ci/run set.
+#[derive(Debug, Clone, Default)]
+pub struct SkipPolicy {
+    /// [`SKIPS_FILE_VAR`].
+    pub file: Option<PathBuf>,
+    /// [`REQUIRE_LIVE_VAR`] is `1`.
+    pub require_live: bool,
+    /// [`ALLOWED_SKIPS_VAR`].
+    pub allowed: String,
+}
+
+impl SkipPolicy {
+    pub fn from_env() -> SkipPolicy {
+        SkipPolicy {
+            file: std::env::var_os(SKIPS_FILE_VAR).filter(|p| !p.is_empty()).map(PathBuf::from),
+            require_live: std::env::var(REQUIRE_LIVE_VAR).is_ok_and(|v| v == "1"),
+            allowed: std::env::var(ALLOWED_SKIPS_VAR).unwrap_or_default(),
+        }
+    }
+
+    /// Records the skip `line` of `test`; an error when it is not allowed.
+    pub fn apply(&self, test: &str, line: &str) -> Result<(), String> {
+        if let Some(path) = &self.file {
+            record_skip(path, line)?;
+        }
+        if self.require_live && !skip_allowed(&self.allowed, test) {
+            return Err(format!(
+                "skipped under {REQUIRE_LIVE_VAR}=1: {line}; CI provides every live part, so make contrib/setup \
+                 provide this one, or, if no machine of this kind can have it, name the test in \
+                 {ALLOWED_SKIPS_VAR} in .ci/run with the reason"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Appends `line` to the skips file in one write, so the lines of test
+/// binaries running at once do not interleave.
+fn record_skip(path: &Path, line: &str) -> Result<(), String> {
+    use std::io::Write;
+    let why = |e: std::io::Error| format!("cannot append to the skips file {} ({SKIPS_FILE_VAR}): {e}", path.display());
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(why)?;
+    f.write_all(format!("{line}\n").as_bytes()).map_err(why)
+}
+
+/// Whether `test` is on the allow-list: one name a line; blank lines and
+/// `#` comments are ignored. A whole test's entry also allows its parts.
+pub fn skip_allowed(allow_list: &str, test: &str) -> bool {
+    allow_list
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .any(|entry| test == entry || test.strip_prefix(entry).is_some_and(|rest| rest.starts_with(" (")))
+}
+
+/// A skip's name must be the running test's own (`<file>::<function>`,
+/// maybe with ` (<part>)`), so the summary and the allow-list can rely on
+/// it. libtest names each test's thread after the function; a skip from
+/// another thread is not checked.
+fn check_skip_name(test: &str) {
+    let Some(function) = std::thread::current().name().map(str::to_owned) else { return };
+    if function == "main" || function.starts_with("tokio-") {
+        return;
+    }
+    let Some(file) = std::env::current_exe().ok().and_then(|exe| {
+        let stem = exe.file_stem()?.to_string_lossy().into_owned();
+        // target/<profile>/deps/<file>-<hash>
+        Some(stem.rsplit_once('-').map_or(stem.clone(), |(f, _)| f.to_owned()))
+    }) else {
+        return;
+    };
+    let name = format!("{file}::{function}");
+    let ok = test == name || test.strip_prefix(&name).is_some_and(|rest| rest.starts_with(" ("));
+    assert!(ok, "skip name {test:?} is not this test's: use {name:?}, or \"{name} (<part>)\" for a part of it");
 }
 
 /// Whether `program` is on PATH.
@@ -187,5 +289,53 @@ impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALLOWED: &str = "
+        # KVM cannot run a guest here
+        microvm_box::a_test   # trailing comment
+        verify::whole
+    ";
+
+    #[test]
+    fn the_allow_list_names_whole_tests_and_their_parts_and_nothing_else() {
+        assert!(skip_allowed(ALLOWED, "microvm_box::a_test"));
+        assert!(skip_allowed(ALLOWED, "verify::whole (rootless)"), "a whole test's entry allows its parts");
+        assert!(!skip_allowed(ALLOWED, "microvm_box::a_test_too"), "a prefix of a name is not the name");
+        assert!(!skip_allowed(ALLOWED, "verify::other"));
+        assert!(!skip_allowed(ALLOWED, "# KVM cannot run a guest here"));
+        assert!(!skip_allowed("", "verify::whole"));
+    }
+
+    #[test]
+    fn a_skip_is_recorded_and_fails_under_require_live_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("skips.txt");
+        let policy = SkipPolicy { file: Some(file.clone()), require_live: false, allowed: String::new() };
+        let line = skip_line("verify::other", "no  thing\nhere");
+        assert_eq!(line, "verify::other: no thing here");
+        policy.apply("verify::other", &line).unwrap();
+        let strict = SkipPolicy { require_live: true, allowed: ALLOWED.into(), ..policy };
+        strict.apply("verify::whole", "verify::whole: why").unwrap();
+        let err = strict.apply("verify::other", &line).unwrap_err();
+        assert!(err.contains("verify::other: no thing here") && err.contains(ALLOWED_SKIPS_VAR), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "verify::other: no thing here\nverify::whole: why\nverify::other: no thing here\n",
+            "every skip is recorded, allowed or not"
+        );
+    }
+
+    #[test]
+    fn a_skip_names_the_running_test() {
+        check_skip_name("tinybox_tests::tests::a_skip_names_the_running_test");
+        check_skip_name("tinybox_tests::tests::a_skip_names_the_running_test (part)");
+        let wrong = std::panic::catch_unwind(|| check_skip_name("some other name"));
+        assert!(wrong.is_err(), "a name that is not the test's is refused");
     }
 }

@@ -33,7 +33,7 @@ fn docker_box(cli: &Cli, ns: &Namespace, extra: &[&str]) -> String {
 
 #[test]
 fn a_box_runs_commands_with_their_status_streams_environment_and_directory() {
-    need_docker!("docker_box::a_box_runs_commands");
+    need_docker!("docker_box::a_box_runs_commands_with_their_status_streams_environment_and_directory");
     let ns = Namespace::new("basics");
     let cli = Cli::new();
     let ws = tempfile::tempdir().unwrap();
@@ -91,7 +91,7 @@ fn a_box_runs_commands_with_their_status_streams_environment_and_directory() {
 
 #[test]
 fn output_streams_while_the_command_runs() {
-    need_docker!("docker_box::output_streams");
+    need_docker!("docker_box::output_streams_while_the_command_runs");
     let ns = Namespace::new("stream");
     let cli = Cli::new();
     let id = docker_box(&cli, &ns, &[]);
@@ -114,7 +114,9 @@ fn output_streams_while_the_command_runs() {
 
 #[test]
 fn a_different_base_image_is_configured_in_the_environment_and_an_image_without_sh_is_named() {
-    need_docker!("docker_box::images");
+    need_docker!(
+        "docker_box::a_different_base_image_is_configured_in_the_environment_and_an_image_without_sh_is_named"
+    );
     let ns = Namespace::new("images");
     let alias = format!("tinybox-test-base:{}", std::process::id());
     docker_ok(&["tag", docker::BASE_IMAGE, &alias]);
@@ -148,7 +150,7 @@ fn a_different_base_image_is_configured_in_the_environment_and_an_image_without_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_and_cpu_limits_are_enforced_by_the_kernel() {
-    need_docker!("docker_box::memory_and_cpu_limits");
+    need_docker!("docker_box::memory_and_cpu_limits_are_enforced_by_the_kernel");
     let ns = Namespace::new("limits");
     let (tb, _dir) = docker::engine(Arc::new(SystemClock));
     let mut spec = docker::spec(&ns);
@@ -202,7 +204,7 @@ fn host_pids_cgroup(container: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_bomb_stops_at_the_pids_cap_and_the_host_stays_responsive() {
-    need_docker!("docker_box::fork_bomb");
+    need_docker!("docker_box::a_fork_bomb_stops_at_the_pids_cap_and_the_host_stays_responsive");
     let ns = Namespace::new("forkbomb");
     let (tb, _dir) = docker::engine(Arc::new(SystemClock));
     let mut spec = docker::spec(&ns);
@@ -242,7 +244,7 @@ async fn a_fork_bomb_stops_at_the_pids_cap_and_the_host_stays_responsive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_network_is_loopback_only_and_egress_reaches_the_host() {
-    need_docker!("docker_box::network");
+    need_docker!("docker_box::a_denied_network_is_loopback_only_and_egress_reaches_the_host");
     let ns = Namespace::new("network");
     let (tb, _dir) = docker::engine(Arc::new(SystemClock));
 
@@ -303,7 +305,9 @@ fn bridge_address() -> String {
 
 #[test]
 fn escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_and_no_terminal() {
-    need_docker!("docker_box::escape_probes");
+    need_docker!(
+        "docker_box::escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_and_no_terminal"
+    );
     let ns = Namespace::new("escape");
     let cli = Cli::new();
     let id = docker_box(&cli, &ns, &[]);
@@ -347,7 +351,10 @@ fn escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_a
     // the box's command still holds none and has no controlling terminal:
     // docker exec hands it pipes, so there is nothing to inject into.
     if !tinybox_tests::have("script") {
-        skip("docker_box::escape_probes (terminal)", "no `script` (bsdutils) to give the caller a terminal");
+        skip(
+            "docker_box::escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_and_no_terminal (terminal)",
+            "no `script` (bsdutils) to give the caller a terminal",
+        );
         return;
     }
     let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
@@ -379,7 +386,7 @@ fn escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_a
 
 #[test]
 fn a_container_removed_or_stopped_behind_tinybox_s_back_is_reported_and_still_removable() {
-    need_docker!("docker_box::behind_our_back");
+    need_docker!("docker_box::a_container_removed_or_stopped_behind_tinybox_s_back_is_reported_and_still_removable");
     let ns = Namespace::new("behind");
     let cli = Cli::new();
     let gone = docker_box(&cli, &ns, &[]);
@@ -408,7 +415,7 @@ fn a_container_removed_or_stopped_behind_tinybox_s_back_is_reported_and_still_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_exec_kills_its_process_inside_the_container() {
-    need_docker!("docker_box::cancel");
+    need_docker!("docker_box::cancelling_an_exec_kills_its_process_inside_the_container");
     let ns = Namespace::new("cancel");
     let (tb, _dir) = docker::engine(Arc::new(SystemClock));
     let info = tb.create(docker::spec(&ns)).await.unwrap();

@@ -26,7 +26,7 @@ fn is_snapshot_id(id: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fork_sees_the_files_written_before_its_snapshot_and_not_after() {
-    need_docker!("docker_lifecycle::fork");
+    need_docker!("docker_lifecycle::a_fork_sees_the_files_written_before_its_snapshot_and_not_after");
     let ns = Namespace::new("fork");
     let (tb, _dir) = docker::engine(Arc::new(SystemClock));
     let original = tb.create(docker::spec(&ns)).await.unwrap();
@@ -53,7 +53,7 @@ async fn a_fork_sees_the_files_written_before_its_snapshot_and_not_after() {
 
 #[test]
 fn a_template_names_a_snapshot_that_new_boxes_start_from() {
-    need_docker!("docker_lifecycle::templates");
+    need_docker!("docker_lifecycle::a_template_names_a_snapshot_that_new_boxes_start_from");
     let ns = Namespace::new("template");
     let cli = Cli::new();
     let docker_args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
@@ -78,7 +78,7 @@ fn a_template_names_a_snapshot_that_new_boxes_start_from() {
 
 #[test]
 fn stop_and_resume_keep_the_workspace_and_the_files_written_elsewhere() {
-    need_docker!("docker_lifecycle::stop_resume");
+    need_docker!("docker_lifecycle::stop_and_resume_keep_the_workspace_and_the_files_written_elsewhere");
     let ns = Namespace::new("stop");
     let cli = Cli::new();
     let ws = tempfile::tempdir().unwrap();
@@ -123,7 +123,7 @@ fn stop_and_resume_keep_the_workspace_and_the_files_written_elsewhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autosnapshots_are_taken_when_due_by_exec_and_by_the_cron_command() {
-    need_docker!("docker_lifecycle::autosnapshot");
+    need_docker!("docker_lifecycle::autosnapshots_are_taken_when_due_by_exec_and_by_the_cron_command");
     let ns = Namespace::new("autosnap");
     let clock = Arc::new(ManualClock::new(1_000_000));
     let (tb, _dir) = docker::engine(clock.clone());
@@ -172,7 +172,7 @@ async fn autosnapshots_are_taken_when_due_by_exec_and_by_the_cron_command() {
 
 #[test]
 fn two_stores_in_different_namespaces_both_have_a_box_0_on_one_daemon() {
-    need_docker!("docker_lifecycle::namespaces");
+    need_docker!("docker_lifecycle::two_stores_in_different_namespaces_both_have_a_box_0_on_one_daemon");
     let (a, b, c) = (Namespace::new("ns-a"), Namespace::new("ns-b"), Namespace::new("ns-c"));
     // One by flag, one by its store's config.json.
     let first = Cli::new();

@@ -74,8 +74,10 @@ fn env_for(who: &Principal) -> (BoxEnv, Reaper) {
 
 #[test]
 fn commands_run_byte_exact_with_their_status_streams_environment_and_directory() {
-    need_microvm!("microvm_box::commands");
-    for who in Principal::all("microvm_box::commands") {
+    need_microvm!("microvm_box::commands_run_byte_exact_with_their_status_streams_environment_and_directory");
+    for who in
+        Principal::all("microvm_box::commands_run_byte_exact_with_their_status_streams_environment_and_directory")
+    {
         let (env, _reaper) = env_for(&who);
         let mut create = TCG.to_vec();
         create.extend(["-e", "BOX_VAR=from-the-box"]);
@@ -184,7 +186,7 @@ fn commands_run_byte_exact_with_their_status_streams_environment_and_directory()
 
 #[test]
 fn several_boxes_run_at_once_and_nothing_outside_the_workspace_survives_the_vm() {
-    need_microvm!("microvm_box::several");
+    need_microvm!("microvm_box::several_boxes_run_at_once_and_nothing_outside_the_workspace_survives_the_vm");
     let (env, _reaper) = env_for(&Principal::Me);
     let ids: Vec<String> = std::thread::scope(|s| {
         let makers: Vec<_> = (0..2).map(|_| s.spawn(|| env.create(TCG))).collect();
@@ -219,7 +221,9 @@ fn several_boxes_run_at_once_and_nothing_outside_the_workspace_survives_the_vm()
 
 #[test]
 fn a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_reported_and_removable() {
-    need_microvm!("microvm_box::killed");
+    need_microvm!(
+        "microvm_box::a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_reported_and_removable"
+    );
     let (env, _reaper) = env_for(&Principal::Me);
     let id = env.create(TCG);
     let mut child = env
@@ -265,9 +269,12 @@ fn a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_re
 
 #[test]
 fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
-    need_microvm!("microvm_box::egress");
+    need_microvm!("microvm_box::egress_reaches_a_test_host_but_never_the_hosts_loopback");
     let Some(peer) = tinybox_tests::netns::TestHost::start("vmegress") else {
-        skip("microvm_box::egress", "cannot create a network namespace here (needs root and iproute2)");
+        skip(
+            "microvm_box::egress_reaches_a_test_host_but_never_the_hosts_loopback",
+            "cannot create a network namespace here (needs root and iproute2)",
+        );
         return;
     };
     let (env, _reaper) = env_for(&Principal::Me);
@@ -297,8 +304,8 @@ fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
 
 #[test]
 fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
-    need_microvm!("microvm_box::refusal");
-    let principals = Principal::all("microvm_box::refusal");
+    need_microvm!("microvm_box::without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for");
+    let principals = Principal::all("microvm_box::without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for");
     // The unprivileged user cannot open /dev/kvm here, so KVM is unusable
     // for it on any machine; for this user it depends on the machine.
     for who in principals {
@@ -354,7 +361,7 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reaper_destroys_an_expired_vm_and_everything_it_ran() {
-    need_microvm!("microvm_box::reaper");
+    need_microvm!("microvm_box::the_reaper_destroys_an_expired_vm_and_everything_it_ran");
     use std::sync::Arc;
     use tinybox_core::Tinybox;
     use tinybox_core::clock::ManualClock;
@@ -397,7 +404,9 @@ async fn the_reaper_destroys_an_expired_vm_and_everything_it_ran() {
 
 #[test]
 fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and_cannot_kill_the_vm() {
-    need_microvm!("microvm_box::escape");
+    need_microvm!(
+        "microvm_box::escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and_cannot_kill_the_vm"
+    );
     let (env, _reaper) = env_for(&Principal::Me);
     env.install_probe();
     let id = env.create(TCG);
@@ -460,7 +469,7 @@ fn escape_probes_in_the_guest_find_no_host_secret_descriptor_file_or_process_and
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_box_placed_on_another_machine_is_refused_not_run_here() {
-    need_microvm!("microvm_box::elsewhere");
+    need_microvm!("microvm_box::a_box_placed_on_another_machine_is_refused_not_run_here");
     use std::sync::Arc;
     use tinybox_core::Tinybox;
     use tinybox_core::clock::ManualClock;

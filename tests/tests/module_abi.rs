@@ -15,7 +15,10 @@ const SYMBOLS: [&str; 4] = ["tinybox_abi_version", "tinybox_call", "tinybox_free
 #[test]
 fn exactly_the_documented_symbols_are_exported() {
     if !have("nm") {
-        skip("exactly_the_documented_symbols_are_exported", "nm is not installed (apt-get install binutils)");
+        skip(
+            "module_abi::exactly_the_documented_symbols_are_exported",
+            "nm is not installed (apt-get install binutils)",
+        );
         return;
     }
     let out = Command::new("nm").args(["-D", "--defined-only"]).arg(library()).output().expect("run nm");
@@ -66,7 +69,9 @@ fn the_release_contract_names_every_symbol_method_and_code() {
     let contract = std::fs::read_to_string(root().join("docs/specs/tinybus-module-release.md")).unwrap();
     let shapes = std::fs::read_to_string(root().join("docs/specs/json-shapes.md")).unwrap();
     let dir = temp();
-    let Some(host) = c_host("the_release_contract_names_every_symbol_method_and_code", dir.path()) else { return };
+    let Some(host) = c_host("module_abi::the_release_contract_names_every_symbol_method_and_code", dir.path()) else {
+        return;
+    };
     let out = run_c_host(&host, dir.path(), &["manifest"]);
     assert!(out.status.success());
     let all = tagged(&out.stdout);

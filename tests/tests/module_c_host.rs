@@ -23,7 +23,7 @@ fn assert_success(what: &str, out: &std::process::Output) {
 #[test]
 fn the_manifest_is_read_through_dlopen() {
     let dir = temp();
-    let Some(host) = c_host("the_manifest_is_read_through_dlopen", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::the_manifest_is_read_through_dlopen", dir.path()) else { return };
     let out = run_c_host(&host, dir.path(), &["manifest"]);
     assert_success("manifest", &out);
     let all = tagged(&out.stdout);
@@ -102,12 +102,12 @@ fn end_to_end(test: &str, sandbox: &str, expected_isolation: &str) {
 
 #[test]
 fn a_box_runs_end_to_end_on_passthrough() {
-    end_to_end("a_box_runs_end_to_end_on_passthrough", "passthrough", "none");
+    end_to_end("module_c_host::a_box_runs_end_to_end_on_passthrough", "passthrough", "none");
 }
 
 #[test]
 fn a_box_runs_end_to_end_on_namespace() {
-    let test = "a_box_runs_end_to_end_on_namespace";
+    let test = "module_c_host::a_box_runs_end_to_end_on_namespace";
     if namespace_available(test) {
         end_to_end(test, "namespace", "kernel");
     }
@@ -116,7 +116,7 @@ fn a_box_runs_end_to_end_on_namespace() {
 #[test]
 fn bad_input_gets_clean_errors_with_stable_codes() {
     let dir = temp();
-    let Some(host) = c_host("bad_input_gets_clean_errors_with_stable_codes", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::bad_input_gets_clean_errors_with_stable_codes", dir.path()) else { return };
     let store = dir.path().join("store");
     let out = run_c_host(&host, &store, &["bad", store.to_str().unwrap()]);
     assert_success("bad", &out);
@@ -161,7 +161,7 @@ fn bad_input_gets_clean_errors_with_stable_codes() {
 #[test]
 fn eight_threads_at_once_lose_no_box() {
     let dir = temp();
-    let Some(host) = c_host("eight_threads_at_once_lose_no_box", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::eight_threads_at_once_lose_no_box", dir.path()) else { return };
     let store = dir.path().join("store");
     let (threads, per_thread) = (8, 4);
     let out =
@@ -181,7 +181,7 @@ fn eight_threads_at_once_lose_no_box() {
 #[test]
 fn bus_results_are_the_cli_json_documents() {
     let dir = temp();
-    let Some(host) = c_host("bus_results_are_the_cli_json_documents", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::bus_results_are_the_cli_json_documents", dir.path()) else { return };
     let cli = Cli::new();
     let store = cli.home.path().to_str().unwrap().to_owned();
     let call = |method: &str, params: Value| -> Value {
@@ -256,7 +256,7 @@ fn bus_results_are_the_cli_json_documents() {
 #[test]
 fn drivers_beside_the_library_are_found() {
     let dir = temp();
-    let Some(host) = c_host("drivers_beside_the_library_are_found", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::drivers_beside_the_library_are_found", dir.path()) else { return };
     // The copy must be a file of its own: /proc/self/maps names a symlink's target.
     let bundle = tempfile::tempdir_in(bin_dir()).unwrap();
     let lib = bundle.path().join("libtinybox_module.so");
@@ -299,7 +299,7 @@ fn drivers_beside_the_library_are_found() {
 #[test]
 fn dying_drivers_are_errors_not_a_dead_host() {
     let dir = temp();
-    let Some(host) = c_host("dying_drivers_are_errors_not_a_dead_host", dir.path()) else { return };
+    let Some(host) = c_host("module_c_host::dying_drivers_are_errors_not_a_dead_host", dir.path()) else { return };
     let drivers = dir.path().join("drivers");
     std::fs::create_dir(&drivers).unwrap();
     for mode in ["exit-early", "garbage", "dies-mid-call", "dies-mid-exec"] {

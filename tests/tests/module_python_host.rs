@@ -26,7 +26,7 @@ fn python(test: &str) -> Option<String> {
 
 #[test]
 fn a_python_host_runs_boxes_and_gets_clean_errors() {
-    let test = "a_python_host_runs_boxes_and_gets_clean_errors";
+    let test = "module_python_host::a_python_host_runs_boxes_and_gets_clean_errors";
     let Some(python) = python(test) else { return };
     let dir = temp();
     let store = dir.path().join("store");

@@ -51,7 +51,7 @@ fn host_sleeper(who: &Principal) -> std::process::Child {
 
 #[test]
 fn host_processes_are_invisible_and_unsignalable() {
-    for who in principals("host_processes_are_invisible_and_unsignalable") {
+    for who in principals("namespace_escape::host_processes_are_invisible_and_unsignalable") {
         let (env, id) = probed_box(&who, &[]);
         let mut sleeper = host_sleeper(&who);
         let host_pid = sleeper.id().to_string();
@@ -91,7 +91,7 @@ fn host_processes_are_invisible_and_unsignalable() {
 
 #[test]
 fn the_terminal_cannot_be_injected_into() {
-    for who in principals("the_terminal_cannot_be_injected_into") {
+    for who in principals("namespace_escape::the_terminal_cannot_be_injected_into") {
         let (env, id) = probed_box(&who, &[]);
         // `script` gives tinybox a terminal as stdout; the probe pushes a
         // character into it. Passthrough shares the caller's session, so it
@@ -127,7 +127,7 @@ fn the_terminal_cannot_be_injected_into() {
 
 #[test]
 fn no_host_secret_reaches_the_box() {
-    for who in principals("no_host_secret_reaches_the_box") {
+    for who in principals("namespace_escape::no_host_secret_reaches_the_box") {
         let (env, id) = probed_box(&who, &["--env", "BOXVAR=1"]);
         let (head, tail) = ("tbx-secret-", format!("{}", std::process::id()));
         let out = env
@@ -158,7 +158,7 @@ fn no_host_secret_reaches_the_box() {
 
 #[test]
 fn the_filesystem_is_the_declared_one() {
-    for who in principals("the_filesystem_is_the_declared_one") {
+    for who in principals("namespace_escape::the_filesystem_is_the_declared_one") {
         let (env, id) = probed_box(&who, &[]);
         let out = env.run(&["exec", &id, "--", "ls", "-A", "/etc"]);
         let etc: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
@@ -180,7 +180,7 @@ fn the_filesystem_is_the_declared_one() {
 
 #[test]
 fn only_the_workspace_survives_between_commands() {
-    for who in principals("only_the_workspace_survives_between_commands") {
+    for who in principals("namespace_escape::only_the_workspace_survives_between_commands") {
         let (env, id) = probed_box(&who, &[]);
         let marker = format!("tbx-escape-{}-{}", std::process::id(), who.label().len());
         let script = format!("echo kept > /workspace/kept && echo gone > /tmp/{marker} && echo done");
@@ -196,7 +196,7 @@ fn only_the_workspace_survives_between_commands() {
 
 #[test]
 fn only_stdio_descriptors_reach_the_box() {
-    for who in principals("only_stdio_descriptors_reach_the_box") {
+    for who in principals("namespace_escape::only_stdio_descriptors_reach_the_box") {
         let (env, id) = probed_box(&who, &[]);
         // The shell leaves descriptor 7 open without close-on-exec, as an
         // unwary parent would; tinybox must not pass it on.
@@ -219,7 +219,7 @@ fn only_stdio_descriptors_reach_the_box() {
 
 #[test]
 fn a_denied_network_has_only_loopback_and_reaches_no_host_listener() {
-    for who in principals("a_denied_network_has_only_loopback_and_reaches_no_host_listener") {
+    for who in principals("namespace_escape::a_denied_network_has_only_loopback_and_reaches_no_host_listener") {
         let (env, id) = probed_box(&who, &[]);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -234,7 +234,7 @@ fn a_denied_network_has_only_loopback_and_reaches_no_host_listener() {
 
 #[test]
 fn kernel_floor_admits_namespace_and_refuses_passthrough() {
-    for who in principals("kernel_floor_admits_namespace_and_refuses_passthrough") {
+    for who in principals("namespace_escape::kernel_floor_admits_namespace_and_refuses_passthrough") {
         let env = BoxEnv::new(&who);
         env.create(&["--untrusted", "--sandbox", "namespace"]);
         let out = env.run(&["create", "--untrusted", "--sandbox", "passthrough"]);
@@ -260,7 +260,7 @@ fn kernel_floor_admits_namespace_and_refuses_passthrough() {
 
 #[test]
 fn killing_tinybox_mid_exec_leaves_no_box_process() {
-    for who in principals("killing_tinybox_mid_exec_leaves_no_box_process") {
+    for who in principals("namespace_escape::killing_tinybox_mid_exec_leaves_no_box_process") {
         let (env, id) = probed_box(&who, &[]);
         let tag = format!("{}", 900_000 + std::process::id() % 99_999);
         let mut child = tinybox_tests::KillOnDrop(
@@ -309,19 +309,22 @@ fn sleepers(tag: &str) -> usize {
 
 #[test]
 fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
-    let tests = principals("egress_reaches_a_test_host_but_never_the_hosts_loopback");
+    let tests = principals("namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback");
     if tests.is_empty() {
         return;
     }
     let Some(peer) = tinybox_tests::netns::TestHost::start("egress") else {
         skip(
-            "egress_reaches_a_test_host_but_never_the_hosts_loopback",
+            "namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback",
             "cannot create a network namespace here (needs root and iproute2)",
         );
         return;
     };
     if !have("slirp4netns") {
-        skip("egress_reaches_a_test_host_but_never_the_hosts_loopback", "slirp4netns is not installed");
+        skip(
+            "namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback",
+            "slirp4netns is not installed",
+        );
         return;
     }
     for who in tests {
@@ -354,7 +357,7 @@ fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
 
 #[test]
 fn exec_basics_through_the_namespace_sandbox() {
-    for who in principals("exec_basics_through_the_namespace_sandbox") {
+    for who in principals("namespace_escape::exec_basics_through_the_namespace_sandbox") {
         let (env, id) = probed_box(&who, &[]);
         let tricky = ["a b", "'q'", ";", "$(id)", "new\nline", ""];
         let mut args = vec!["exec", &id, "--cwd", "sub", "--", "printf", "%s|"];

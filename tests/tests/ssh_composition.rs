@@ -32,11 +32,19 @@ fn spec(host: &str, sandbox: &str, ns: &str, dir: &Path) -> BoxSpec {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssh_and_docker_is_docker_over_there_with_the_directory_synced_first() {
     if let Some(why) = docker::unavailable() {
-        return tinybox_tests::skip("ssh + docker", &why);
+        return tinybox_tests::skip(
+            "ssh_composition::ssh_and_docker_is_docker_over_there_with_the_directory_synced_first",
+            &why,
+        );
     }
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh + docker", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_composition::ssh_and_docker_is_docker_over_there_with_the_directory_synced_first",
+                &why,
+            );
+        }
     };
     // The remote user is root on this machine's sshd, with the test dockerd's socket.
     let tb = engine(&[("far", sshd.entry("root", None))]);
@@ -69,11 +77,16 @@ async fn ssh_and_docker_is_docker_over_there_with_the_directory_synced_first() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssh_and_namespace_is_bwrap_over_there_rootless() {
     if !tinybox_tests::have("bwrap") {
-        return tinybox_tests::skip("ssh + namespace", "no bwrap (apt-get install bubblewrap)");
+        return tinybox_tests::skip(
+            "ssh_composition::ssh_and_namespace_is_bwrap_over_there_rootless",
+            "no bwrap (apt-get install bubblewrap)",
+        );
     }
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh + namespace", &why),
+        Err(why) => {
+            return tinybox_tests::skip("ssh_composition::ssh_and_namespace_is_bwrap_over_there_rootless", &why);
+        }
     };
     let user = ensure_user("tbx-ns", "/bin/bash").unwrap();
     let tb = engine(&[("far", sshd.entry(&user, None))]);
@@ -98,7 +111,12 @@ async fn ssh_and_namespace_is_bwrap_over_there_rootless() {
 async fn ssh_over_ssh_reaches_a_second_sshd_through_a_jump_host() {
     let (a, b) = match (Sshd::start(), Sshd::start()) {
         (Ok(a), Ok(b)) => (a, b),
-        (Err(why), _) | (_, Err(why)) => return tinybox_tests::skip("ssh over ssh", &why),
+        (Err(why), _) | (_, Err(why)) => {
+            return tinybox_tests::skip(
+                "ssh_composition::ssh_over_ssh_reaches_a_second_sshd_through_a_jump_host",
+                &why,
+            );
+        }
     };
     let jump = ensure_user("tbx-jump", "/bin/bash").unwrap();
     let far = ensure_user("tbx-far", "/bin/dash").unwrap();

@@ -41,7 +41,12 @@ fn toolbox(tools: &[&str]) -> tempfile::TempDir {
 async fn an_unreachable_host_fails_create_promptly_and_leaves_no_box() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh unreachable", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_faults::an_unreachable_host_fails_create_promptly_and_leaves_no_box",
+                &why,
+            );
+        }
     };
     let mut entry = sshd.entry("root", None);
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -61,7 +66,7 @@ async fn a_host_without_tar_is_refused_by_name() {
     let tools = toolbox(&["sh", "cat", "mkdir", "rm", "mv", "env", "id"]);
     let sshd = match Sshd::start_with(&format!("SetEnv PATH={}", tools.path().display())) {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh without tar", &why),
+        Err(why) => return tinybox_tests::skip("ssh_faults::a_host_without_tar_is_refused_by_name", &why),
     };
     let user = ensure_user("tbx-notar", "/bin/bash").unwrap();
     let tb = engine(&[("bare", sshd.entry(&user, None))]);
@@ -101,7 +106,12 @@ async fn a_connection_killed_mid_transfer_writes_no_marker_and_the_next_sync_sen
     std::fs::set_permissions(tools.path().join("tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let sshd = match Sshd::start_with(&format!("SetEnv PATH={}:/usr/bin:/bin", tools.path().display())) {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh killed mid-transfer", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_faults::a_connection_killed_mid_transfer_writes_no_marker_and_the_next_sync_sends_again",
+                &why,
+            );
+        }
     };
     let user = ensure_user("tbx-kill", "/bin/bash").unwrap();
     let tb = engine(&[("far", sshd.entry(&user, None))]);

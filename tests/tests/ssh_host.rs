@@ -83,7 +83,12 @@ const POSIX_USERS: &[(&str, &str)] = &[
 async fn argv_cwd_and_env_round_trip_through_every_supported_login_shell() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh round trip", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_host::argv_cwd_and_env_round_trip_through_every_supported_login_shell",
+                &why,
+            );
+        }
     };
     // A directory every test user can enter, named to hurt.
     let base = tempfile::Builder::new().prefix("tbx-rt").tempdir().unwrap();
@@ -96,7 +101,10 @@ async fn argv_cwd_and_env_round_trip_through_every_supported_login_shell() {
     for (user, shell) in POSIX_USERS {
         match ensure_user(user, shell) {
             Some(u) => hosts.push((u, *shell)),
-            None => tinybox_tests::skip(&format!("ssh round trip via {shell}"), "shell not installed"),
+            None => tinybox_tests::skip(
+                &format!("ssh_host::argv_cwd_and_env_round_trip_through_every_supported_login_shell ({shell})"),
+                "shell not installed",
+            ),
         }
     }
     assert!(hosts.len() >= 3, "at least sh, bash and dash are on every Debian machine");
@@ -143,14 +151,22 @@ async fn argv_cwd_and_env_round_trip_through_every_supported_login_shell() {
 async fn login_shells_that_are_not_posix_are_refused_before_anything_runs() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("non-POSIX login shells", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_host::login_shells_that_are_not_posix_are_refused_before_anything_runs",
+                &why,
+            );
+        }
     };
     let flagdir = tempfile::Builder::new().prefix("tbx-np").tempdir().unwrap();
     std::fs::set_permissions(flagdir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut tried = 0;
     for (user, shell) in [("tbx-fish", "/usr/bin/fish"), ("tbx-tcsh", "/bin/tcsh")] {
         let Some(user) = ensure_user(user, shell) else {
-            tinybox_tests::skip(&format!("refusal of {shell}"), "shell not installed (apt-get install fish tcsh)");
+            tinybox_tests::skip(
+                &format!("ssh_host::login_shells_that_are_not_posix_are_refused_before_anything_runs ({shell})"),
+                "shell not installed (apt-get install fish tcsh)",
+            );
             continue;
         };
         tried += 1;
@@ -169,7 +185,10 @@ async fn login_shells_that_are_not_posix_are_refused_before_anything_runs() {
         tb.close().await;
     }
     if tried == 0 {
-        tinybox_tests::skip("non-POSIX login shells", "neither fish nor tcsh is installed");
+        tinybox_tests::skip(
+            "ssh_host::login_shells_that_are_not_posix_are_refused_before_anything_runs",
+            "neither fish nor tcsh is installed",
+        );
     }
 }
 
@@ -177,7 +196,12 @@ async fn login_shells_that_are_not_posix_are_refused_before_anything_runs() {
 async fn a_remote_255_is_the_command_s_own_and_an_unreachable_host_is_an_error() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh exit 255", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_host::a_remote_255_is_the_command_s_own_and_an_unreachable_host_is_an_error",
+                &why,
+            );
+        }
     };
     let mut nowhere = sshd.entry("root", None);
     // A port nothing listens on: bind one, note it, let it go.
@@ -225,7 +249,9 @@ async fn exec_err(tb: &tinybox_core::Tinybox, host: &str) -> String {
 async fn wrong_host_keys_and_rejected_keys_fail_fast_and_never_prompt() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh key failures", &why),
+        Err(why) => {
+            return tinybox_tests::skip("ssh_host::wrong_host_keys_and_rejected_keys_fail_fast_and_never_prompt", &why);
+        }
     };
     let keys = tempfile::tempdir().unwrap();
     // known_hosts naming another key for this server: a changed host key.
@@ -284,7 +310,12 @@ async fn wrong_host_keys_and_rejected_keys_fail_fast_and_never_prompt() {
 async fn a_cancelled_remote_command_ends_and_options_never_come_from_configuration() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh cancel", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_host::a_cancelled_remote_command_ends_and_options_never_come_from_configuration",
+                &why,
+            );
+        }
     };
     let mut evil = sshd.entry("root", None);
     evil.config["destination"] = "-oProxyCommand=touch /tmp/tinybox-pwned".into();
@@ -320,7 +351,7 @@ async fn a_cancelled_remote_command_ends_and_options_never_come_from_configurati
 async fn commands_share_one_connection_per_host_configuration() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh multiplexing", &why),
+        Err(why) => return tinybox_tests::skip("ssh_host::commands_share_one_connection_per_host_configuration", &why),
     };
     let user = ensure_user("tbx-mux", "/bin/bash").unwrap();
     let mut solo = sshd.entry(&user, None);

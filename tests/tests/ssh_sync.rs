@@ -34,7 +34,12 @@ fn project() -> tempfile::TempDir {
 async fn create_on_a_remote_host_syncs_first_then_only_changes_are_sent() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh sync", &why),
+        Err(why) => {
+            return tinybox_tests::skip(
+                "ssh_sync::create_on_a_remote_host_syncs_first_then_only_changes_are_sent",
+                &why,
+            );
+        }
     };
     let user = ensure_user("tbx-sync", "/bin/bash").unwrap();
     let tb = engine(&[("far", sshd.entry(&user, None))]);
@@ -105,7 +110,9 @@ fn out_of(c: &mut Command) -> (i32, String, String) {
 fn the_cli_names_hosts_reaches_ssh_aliases_ad_hoc_and_syncs() {
     let sshd = match Sshd::start() {
         Ok(s) => s,
-        Err(why) => return tinybox_tests::skip("ssh CLI", &why),
+        Err(why) => {
+            return tinybox_tests::skip("ssh_sync::the_cli_names_hosts_reaches_ssh_aliases_ad_hoc_and_syncs", &why);
+        }
     };
     let remote_user = ensure_user("tbx-sync", "/bin/bash").unwrap();
     // A local user whose own ~/.ssh/config names the server: ssh:ALIAS works

@@ -125,7 +125,7 @@ fn passthrough_claims_nothing_and_passes() {
 
 #[test]
 fn namespace_passes_its_claims() {
-    const TEST: &str = "namespace_passes_its_claims";
+    const TEST: &str = "verify::namespace_passes_its_claims";
     if !have("bwrap") {
         return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
     }
@@ -149,7 +149,7 @@ fn namespace_passes_its_claims() {
 
 #[test]
 fn docker_passes_its_claims() {
-    const TEST: &str = "docker_passes_its_claims";
+    const TEST: &str = "verify::docker_passes_its_claims";
     if let Some(why) = tinybox_tests::docker::unavailable() {
         return skip(TEST, &why);
     }
@@ -184,7 +184,7 @@ fn procuser_driver() -> PathBuf {
 
 #[test]
 fn the_python_procuser_driver_passes_its_claims() {
-    const TEST: &str = "the_python_procuser_driver_passes_its_claims";
+    const TEST: &str = "verify::the_python_procuser_driver_passes_its_claims";
     if !rustix::process::geteuid().is_root() {
         return skip(TEST, "procuser switches users, which needs root");
     }
@@ -232,7 +232,7 @@ for line in sys.stdin:
 fn a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name() {
     if !tinybox_tests::have("python3") {
         tinybox_tests::skip(
-            "a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name",
+            "verify::a_driver_that_breaks_the_protocol_fails_the_wire_claims_by_name",
             "python3 is not installed",
         );
         return;
@@ -290,7 +290,7 @@ fn declared_claims(v: &Value) -> Vec<String> {
 
 #[test]
 fn microvm_passes_its_claims_under_emulation() {
-    const TEST: &str = "microvm_passes_its_claims_under_emulation";
+    const TEST: &str = "verify::microvm_passes_its_claims_under_emulation";
     tinybox_tests::need_microvm!(TEST);
     let cli = Cli::new();
     let (code, v, err) = verify_json_with(&cli, &[], &["microvm", "--accel", "tcg"]);

@@ -29,11 +29,13 @@ pub const WORKSPACE_LABEL: &str = "tinybox.workspace";
 /// no room to fork a cleanup, and the wrapper would fail in its place.
 const EXEC_WRAPPER: &str = r#"shift; (exec "$@"); exit $?"#;
 
-/// Finds the process whose arguments hold the marker (waiting briefly for
-/// the command to start), sends its group SIGTERM, then SIGKILL if it is
-/// still there after 2 s. `$1` is the marker as a pattern that does not
-/// match itself (`[/]tmp/...`), so neither this script nor its grep is
-/// taken for the command.
+/// Finds the process whose arguments hold the marker (waiting, bounded,
+/// for the command to start: a cancel may come just after `docker exec`
+/// was started), sends its group SIGTERM, then SIGKILL if it is still there
+/// after 2 s, and prints the signal that ended it (nothing when no such
+/// process appeared). `$1` is the marker as a pattern that does not match
+/// itself (`[/]tmp/...`), so neither this script nor its grep is taken for
+/// the command.
 const CANCEL_SCRIPT: &str = r#"m=$1; g=; i=0
 while [ -z "$g" ] && [ $i -lt 50 ]; do
     for c in $(grep -l -- "$m" /proc/[0-9]*/cmdline 2>/dev/null); do
@@ -45,8 +47,17 @@ done
 kill -TERM -"$g" 2>/dev/null || exit 0
 i=0
 while kill -0 -"$g" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
-kill -KILL -"$g" 2>/dev/null
+if kill -KILL -"$g" 2>/dev/null; then echo KILL; else echo TERM; fi
 exit 0"#;
+
+/// Runs the `docker exec` client on the box's host under a shell that
+/// waits for it. When core cancels the run, the host signals the whole
+/// group: the client, terminated, exits 0 as if its command had succeeded,
+/// but this shell dies of the signal, so the driver sees that the client
+/// was killed (and stops the command inside the container) even when
+/// core's cancel reaches the driver after the run has ended. `exit $?`
+/// keeps a shell from exec-ing the client in its own place.
+const CLIENT_WRAPPER: &str = r#""$@"; exit $?"#;
 
 /// Everything `docker run` needs to make a box's container.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,8 +135,9 @@ fn bind_mount(source: &str) -> String {
 }
 
 /// The marker an exec's wrapper carries in its arguments, by which a
-/// cancellation finds it inside the container (no file is written).
-pub fn pid_file(exec_id: &str) -> String {
+/// cancellation finds it inside the container. It looks like a path, but
+/// no file is written.
+pub fn marker(exec_id: &str) -> String {
     // exec ids are core's (`x<pid>-<n>`); keep whatever else arrives a plain word.
     let safe: String = exec_id
         .chars()
@@ -134,30 +146,32 @@ pub fn pid_file(exec_id: &str) -> String {
     format!("/tmp/.tinybox-exec-{safe}.pid")
 }
 
-/// `docker exec -i ...`: one docker call per command, streams passed through.
+/// `docker exec -i ...` under [`CLIENT_WRAPPER`]: one docker call per
+/// command, streams passed through.
 pub fn exec(
     container: &str,
     cwd: Option<&str>,
     env: &BTreeMap<String, String>,
-    pid_file: &str,
+    marker: &str,
     argv: &[String],
 ) -> Vec<String> {
-    let mut a = docker(&["exec", "-i"]);
+    let mut a: Vec<String> = ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into();
+    a.extend(docker(&["exec", "-i"]));
     if let Some(dir) = cwd {
         a.extend(["--workdir".into(), dir.into()]);
     }
     for (k, v) in env {
         a.extend(["--env".into(), format!("{k}={v}")]);
     }
-    a.extend([container, "sh", "-c", EXEC_WRAPPER, "sh", pid_file].map(String::from));
+    a.extend([container, "sh", "-c", EXEC_WRAPPER, "sh", marker].map(String::from));
     a.extend(argv.iter().cloned());
     a
 }
 
-/// Stops the command whose wrapper carries the marker `pid_file`.
-pub fn cancel(container: &str, pid_file: &str) -> Vec<String> {
+/// Stops the command whose wrapper carries `marker`.
+pub fn cancel(container: &str, marker: &str) -> Vec<String> {
     // `[/]` matches the marker's first "/" but not the pattern's own text.
-    let pattern = format!("[/]{}", pid_file.trim_start_matches('/'));
+    let pattern = format!("[/]{}", marker.trim_start_matches('/'));
     docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", &pattern])
 }
 
@@ -192,4 +206,11 @@ pub fn workdir(cwd: Option<&str>, box_workdir: Option<&str>) -> Option<String> {
         (Some(c), base) => Some(format!("{}/{c}", base.unwrap_or("").trim_end_matches('/'))),
         (None, base) => base.map(str::to_owned),
     }
+}
+
+/// The signal [`CANCEL_SCRIPT`] says ended the command: SIGKILL when it
+/// had to send it, else SIGTERM (also when the command was already gone:
+/// a cancelled command reads as stopped, never as a success).
+pub fn stopped_by(cancel_stdout: &str) -> i32 {
+    if cancel_stdout.trim() == "KILL" { 9 } else { crate::execs::SIGTERM }
 }

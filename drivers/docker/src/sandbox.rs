@@ -10,7 +10,7 @@ use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, Snapshot
 use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams};
 
 use crate::argv::{self, RunSpec};
-use crate::execs::Execs;
+use crate::execs::{self, Execs, Running};
 use crate::failure::{self, Cause};
 use crate::host::{Capture, Host};
 use crate::state;
@@ -176,11 +176,11 @@ impl Docker {
         let mut env = p.box_env;
         env.extend(p.request.env);
         let cwd = argv::workdir(p.request.cwd.as_deref(), handle.workdir.as_deref());
-        let pid_file = argv::pid_file(&p.exec_id);
-        let command = argv::exec(&handle.container, cwd.as_deref(), &env, &pid_file, &p.request.argv);
-        let Some(running) = self.execs.start(&p.exec_id, &handle.container, &pid_file) else {
+        let marker = argv::marker(&p.exec_id);
+        let command = argv::exec(&handle.container, cwd.as_deref(), &env, &marker, &p.request.argv);
+        let Some(running) = self.execs.start(&p.exec_id, &handle.container, &marker) else {
             // Cancelled before it started: it never does.
-            return Ok(ExitStatus { code: None, signal: Some(15) });
+            return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
         };
         let params = RunParams {
             exec_id: p.exec_id.clone(),
@@ -191,19 +191,21 @@ impl Docker {
             stdio: p.stdio,
         };
         let status = host.run(params).await;
+        // A signal ended the client's shell, not the command (docker reports
+        // a command's own signal as 128+n): the command may run on inside.
+        if status.as_ref().is_ok_and(|s| s.signal.is_some()) && running.claim_stop() {
+            self.stop(host, &running).await;
+        }
+        // A stopped command ended by our signal, whatever the client
+        // reported (a terminated `docker exec` exits 0): a cancelled command
+        // never reads as a success, and its exec answers once it is dead.
+        if running.stopping() {
+            let signal = running.stopped().await;
+            self.execs.finish(&p.exec_id);
+            return Ok(ExitStatus { code: None, signal: Some(signal) });
+        }
         self.execs.finish(&p.exec_id);
         let status = status?;
-        // A signal ended the local client, not the command (docker reports
-        // a command's own signal as 128+n): the command may run on inside.
-        if status.signal.is_some() && running.claim_stop() {
-            let _ = host.capture(argv::cancel(&running.container, &running.pid_file)).await;
-        }
-        // A stopped command ended by our SIGTERM, whatever the local client
-        // reported: `docker exec` itself exits 0 when it is terminated, and a
-        // cancelled command must never read as a success.
-        if running.stopped() {
-            return Ok(ExitStatus { code: None, signal: Some(15) });
-        }
         // docker's own failures (no such container, not running) end with
         // 1, a missing docker CLI with 127: statuses a command may end with
         // too, so only then is the container looked at, and only to tell a
@@ -278,10 +280,18 @@ impl Docker {
     /// forwarded run, does it first); an exec not started yet never starts.
     pub async fn cancel(&self, host: &dyn Host, exec_id: &str) -> Result<(), DriverError> {
         if let Some(running) = self.execs.cancel(exec_id) {
-            // Best effort: a container that has gone took the command with it.
-            host.capture(argv::cancel(&running.container, &running.pid_file)).await?;
+            self.stop(host, &running).await;
         }
         Ok(())
+    }
+
+    /// Stops a command inside its container (the caller claimed the stop)
+    /// and records how it ended. Best effort: a container that has gone, or
+    /// a host that cannot be reached, took the command with it or left
+    /// nothing this driver can do; either way the stop is over.
+    async fn stop(&self, host: &dyn Host, running: &Running) {
+        let said = host.capture(argv::cancel(&running.container, &running.marker)).await;
+        running.stop_done(argv::stopped_by(&said.map(|c| c.stdout_text()).unwrap_or_default()));
     }
 }
 

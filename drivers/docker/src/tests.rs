@@ -34,7 +34,10 @@ fn verbs(host: &FakeHost) -> Vec<String> {
 
 /// Helpers answered with `helper`, the box's command ending with `status`.
 fn ending_with(status: ExitStatus, helper: Reply) -> FakeHost {
-    FakeHost::new().on_prefix(&["docker", "exec", "-i"], Reply::exit(status)).otherwise(helper)
+    // The box's command: the client under the shell that dies of a cancel.
+    FakeHost::new()
+        .on_prefix(&["sh", "-c", r#""$@"; exit $?"#, "sh", "docker", "exec", "-i"], Reply::exit(status))
+        .otherwise(helper)
 }
 
 fn ok(stdout: &str) -> Reply {
@@ -228,6 +231,8 @@ async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
     assert_eq!(run.exec_id, "x42-7");
     assert_eq!(run.stdio.socket, PathBuf::from(EXEC_SOCKET));
     let a = &run.argv;
+    assert_eq!(&a[..4], ["sh", "-c", r#""$@"; exit $?"#, "sh"], "the client runs under a shell that dies of a cancel");
+    let a = &a[4..];
     assert_eq!(&a[..3], ["docker", "exec", "-i"]);
     assert!(has_pair(a, "--workdir", "/workspace/src"));
     assert!(has_pair(a, "--env", "A=box"));
@@ -318,7 +323,7 @@ async fn a_cancel_before_the_exec_starts_means_it_never_runs() {
 
 #[tokio::test]
 async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_container() {
-    let host = ending_with(ExitStatus { code: None, signal: Some(15) }, ok(""));
+    let host = ending_with(ExitStatus { code: None, signal: Some(15) }, ok("TERM\n"));
     let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert_eq!(status.signal, Some(15));
     let cmds = commands(&host);
@@ -328,16 +333,75 @@ async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_containe
     assert_eq!(host.calls().len(), 2, "the command, then the stop");
     assert_eq!(host.calls()[1].params.argv, cmds[0]);
 
+    // A command that outlived SIGTERM's grace is reported killed.
+    let host = ending_with(ExitStatus { code: None, signal: Some(15) }, ok("KILL\n"));
+    let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
+    assert_eq!(status, ExitStatus { code: None, signal: Some(9) });
+
     // A command that died of a signal itself is reported by docker as 128+n: nothing to stop.
     let host = ending_with(ExitStatus::code(143), ok(""));
     docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
     assert!(commands(&host).is_empty());
 }
 
+/// A host where the box's command runs until the driver's cancel script
+/// starts; the client then exits 0, as a terminated `docker exec` does,
+/// while the script is still stopping the command inside the container.
+/// Helper commands (the script) are answered by a recording fake.
+struct RacingHost {
+    helpers: FakeHost,
+    running: tokio::sync::Notify,
+    killed: tokio::sync::Notify,
+    events: std::sync::Mutex<Vec<&'static str>>,
+}
+
+#[async_trait::async_trait]
+impl tinybox_sdk::Host for RacingHost {
+    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+        if params.stdio.socket.as_path() == Path::new(EXEC_SOCKET) {
+            self.running.notify_one();
+            self.killed.notified().await;
+            return Ok(ExitStatus::code(0));
+        }
+        self.killed.notify_one();
+        // The script takes a while (a docker exec of its own): let the
+        // client's end be seen first.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        let status = self.helpers.run(params).await;
+        self.events.lock().unwrap().push("the command is dead");
+        status
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_exec_answers_only_once_its_command_is_dead_and_never_as_a_success() {
+    let host = RacingHost {
+        helpers: FakeHost::replying(|_| ok("TERM\n")),
+        running: Default::default(),
+        killed: Default::default(),
+        events: std::sync::Mutex::new(Vec::new()),
+    };
+    let d = docker();
+    let exec = async {
+        let status = d.exec(&host, exec_params(handle(None), None)).await.unwrap();
+        host.events.lock().unwrap().push("the exec answered");
+        status
+    };
+    let cancel = async {
+        host.running.notified().await;
+        d.cancel(&host, "x42-7").await.unwrap();
+    };
+    let (status, ()) = tokio::join!(exec, cancel);
+    assert_eq!(status, ExitStatus { code: None, signal: Some(15) }, "the client's exit 0 is not the command's");
+    assert_eq!(*host.events.lock().unwrap(), ["the command is dead", "the exec answered"]);
+}
+
 #[test]
 fn names_paths_and_directories() {
     assert_eq!(argv::container_name("default", "box-0"), "tinybox-default-box-0");
-    assert_eq!(argv::pid_file("../x y"), "/tmp/.tinybox-exec-.._x_y.pid");
+    assert_eq!(argv::marker("../x y"), "/tmp/.tinybox-exec-.._x_y.pid");
     assert_eq!(argv::workdir(Some("/abs"), Some("/workspace")).as_deref(), Some("/abs"));
     assert_eq!(argv::workdir(Some("rel"), Some("/workspace/")).as_deref(), Some("/workspace/rel"));
     assert_eq!(argv::workdir(Some("rel"), None).as_deref(), Some("/rel"));

@@ -110,7 +110,7 @@ pub fn namespace_available(test: &str) -> bool {
     if tinybox_tests::have("bwrap") {
         return true;
     }
-    tinybox_tests::skip(test, "bwrap is not installed (apt-get install bubblewrap): namespace part not run");
+    tinybox_tests::skip(&format!("{test} (namespace)"), "bwrap is not installed (apt-get install bubblewrap)");
     false
 }
 
