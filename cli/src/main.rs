@@ -71,6 +71,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Nothing this process inherited reaches a driver, and through it a box.
+    tinybox_sdk::process::seal_inherited_fds();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
