@@ -98,7 +98,9 @@ impl Tinybox {
         let spec = BoxSpec { source: Some(WorkspaceSource::Snapshot { id: newest.id.clone() }), ..info.spec.clone() };
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
-        let workspace = make_instance(&ws_link, id, &spec, &spec.workspace, admitted).await?;
+        // The directory comes from this box's own record, never the snapshot.
+        let bound_dir = info.bound_dir().map(ToOwned::to_owned);
+        let workspace = make_instance(&ws_link, id, &spec, &spec.workspace, admitted, bound_dir).await?;
         let runner = match &info.runner {
             None => None,
             Some(_) => {
@@ -106,7 +108,7 @@ impl Tinybox {
                 let made = async {
                     let link = self.drivers.sandbox(&spec.runner.sandbox, &spec.runner.host).await?;
                     let admitted = gate::admit_create(&spec.runner.sandbox, &link.capabilities(), &runner_spec)?;
-                    make_instance(&link, id, &runner_spec, &spec.runner, admitted).await
+                    make_instance(&link, id, &runner_spec, &spec.runner, admitted, None).await
                 }
                 .await;
                 match made {

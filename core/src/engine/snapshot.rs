@@ -1,11 +1,13 @@
 //! Snapshots, forks and templates. A template is a named snapshot; a fork
 //! is a new box started from a fresh snapshot of another.
 
-use tinybox_sdk::model::{BoxId, TemplateName, WorkspaceSource};
+use std::path::PathBuf;
+
+use tinybox_sdk::model::{BoxId, SnapshotId, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::BoxRef;
 
 use super::Tinybox;
-use crate::error::{Result, TemplateError};
+use crate::error::{Error, Result, TemplateError};
 use crate::gate;
 use crate::model::{BoxInfo, SnapshotRecord};
 use crate::store::Template;
@@ -47,6 +49,7 @@ impl Tinybox {
             sandbox: placement.sandbox,
             host: placement.host,
             created_at: Some(self.clock.now()),
+            workspace_dir: info.bound_dir().map(ToOwned::to_owned),
         };
         templates.save(t.clone())?;
         Ok(t)
@@ -58,6 +61,22 @@ impl Tinybox {
 
     pub fn template_remove(&self, name: &TemplateName) -> Result<Template> {
         self.templates()?.remove(name)?.ok_or_else(|| TemplateError::NotFound(name.to_string()).into())
+    }
+
+    /// The host directory a box made from snapshot `id` binds: the one
+    /// recorded for the box that took it, or for the template that names
+    /// it. A snapshot this store has no record of is refused, whatever the
+    /// sandbox holds under that name: an image anyone built is not one.
+    pub(super) fn snapshot_workspace_dir(&self, id: &SnapshotId) -> Result<Option<PathBuf>> {
+        if let Some(info) = self.store.list()?.into_iter().find(|info| info.has_snapshot(id)) {
+            return Ok(info.bound_dir().map(ToOwned::to_owned));
+        }
+        if let Some(templates) = &self.templates
+            && let Some(t) = templates.list()?.into_iter().find(|t| &t.snapshot == id)
+        {
+            return Ok(t.workspace_dir);
+        }
+        Err(Error::UnknownSnapshot(id.clone()))
     }
 
     pub(super) fn templates(&self) -> Result<&crate::store::TemplateStore> {
