@@ -9,7 +9,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tinybox_sdk::model::{BoxId, ExecRequestError, IsolationLevel, Limit, NameError, SandboxName, SourceKind};
+use tinybox_sdk::model::{
+    BoxId, ExecRequestError, IsolationLevel, Limit, NameError, SandboxName, SnapshotId, SourceKind,
+};
 use tinybox_sdk::protocol::ErrorCode;
 
 use crate::model::SpecError;
@@ -112,6 +114,12 @@ pub enum Error {
     DriverTimeout { driver: String, what: String, after: Duration, stderr_tail: String },
     #[error("no host named {name}; the hosts known here are: {}", .known.join(", "))]
     UnknownHost { name: String, known: Vec<String> },
+    /// A snapshot source naming an id no box and no template of this store
+    /// recorded: any local image would do otherwise, labels and all.
+    #[error(
+        "snapshot {0} was not made by this store; a box starts only from a snapshot one of its boxes took or a template saved (`tinybox inspect BOX` and `tinybox template ls` list them)"
+    )]
+    UnknownSnapshot(SnapshotId),
     #[error("box {id} is {state}; {hint}")]
     BoxNotReady { id: BoxId, state: String, hint: String },
     /// The engine was asked to rely on a declaration it has no passing verdict for.
@@ -256,6 +264,7 @@ impl Error {
             | Error::Template(_)
             | Error::Lifecycle(_)
             | Error::Settings { .. }
+            | Error::UnknownSnapshot(_)
             | Error::NotVerifiable(_) => ErrorKind::Invalid,
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,

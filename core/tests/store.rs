@@ -256,6 +256,7 @@ fn template(name: &str, snapshot: &str) -> Template {
         sandbox: SandboxName::new("docker").unwrap(),
         host: HostName::new("local").unwrap(),
         created_at: Some(42),
+        workspace_dir: None,
     }
 }
 

@@ -220,3 +220,67 @@ pub async fn run_ok(tb: &Tinybox, id: &BoxId, argv: &[&str]) -> String {
     assert!(out.status.success(), "{argv:?} ended with {}: {}", out.status, out.stderr);
     out.stdout
 }
+
+/// An image built from [`BASE_IMAGE`] that claims, by label, the host
+/// directory `dir` as its workspace: what any image could carry. Tagged
+/// `name`, and labelled with `ns` so the namespace's cleanup removes it.
+pub fn image_claiming(ns: &Namespace, name: &str, dir: &Path) -> String {
+    let container = format!("{name}-src");
+    docker_ok(&["create", "--name", &container, BASE_IMAGE, "true"]);
+    let claim = format!("LABEL tinybox.workspace={}", dir.display());
+    let owner = format!("LABEL tinybox.namespace={}", ns.name);
+    let made = docker(&["commit", "--change", &claim, "--change", &owner, &container, name]);
+    docker_ok(&["rm", &container]);
+    assert_eq!(made.0, 0, "docker commit failed: {}", made.2);
+    name.to_owned()
+}
+
+/// A static probe run inside a box: it tries every system call that can
+/// give a file S_ISUID or S_ISGID (creating with such a mode, changing to
+/// one), by number so libc chooses none for it, and prints `<call>=made`
+/// or `<call>=<error>` for each. Built once per process with `cc -static`.
+pub fn set_id_probe() -> std::path::PathBuf {
+    const SOURCE: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+struct how { unsigned long long flags, mode, resolve; };
+static void say(const char *call, long r) { printf("%s=%s\n", call, r >= 0 ? "made" : strerror(errno)); }
+int main(void) {
+    say("open", syscall(SYS_open, "p_open", O_CREAT | O_WRONLY, 04755));
+    say("openat", syscall(SYS_openat, AT_FDCWD, "p_openat", O_CREAT | O_WRONLY, 02755));
+    say("creat", syscall(SYS_creat, "p_creat", 06755));
+    say("mknod", syscall(SYS_mknod, "p_mknod", S_IFREG | 04755, 0));
+    say("mknodat", syscall(SYS_mknodat, AT_FDCWD, "p_mknodat", S_IFREG | 02755, 0));
+    struct how how = { O_CREAT | O_WRONLY, 04755, 0 };
+    say("openat2", syscall(437, AT_FDCWD, "p_openat2", &how, sizeof how));
+    int fd = open("p_plain", O_CREAT | O_WRONLY, 0644);
+    say("fchmod", syscall(SYS_fchmod, fd, 04755));
+    say("fchmodat", syscall(SYS_fchmodat, AT_FDCWD, "p_plain", 02755));
+    say("fchmodat2", syscall(452, AT_FDCWD, "p_plain", 04755, 0));
+    say("chmod", syscall(SYS_chmod, "p_plain", 06755));
+    say("chmod_plain", syscall(SYS_chmod, "p_plain", 0640));
+    return 0;
+}
+"#;
+    static PROBE: OnceLock<std::path::PathBuf> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("tinybox-set-id-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("probe dir");
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
+            let src = dir.join("setid.c");
+            std::fs::write(&src, SOURCE).expect("write probe source");
+            let out = dir.join("setid");
+            let status =
+                Command::new("cc").args(["-O2", "-static", "-o"]).arg(&out).arg(&src).status().expect("run cc");
+            assert!(status.success(), "cc could not build the set-id probe");
+            out
+        })
+        .clone()
+}

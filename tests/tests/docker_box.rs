@@ -460,3 +460,96 @@ async fn cancelling_an_exec_kills_its_process_inside_the_container() {
     }
     tb.close().await;
 }
+
+/// uid and gid of the unprivileged test user, if this machine has one.
+fn test_user() -> Option<(u32, u32)> {
+    let id = |flag: &str| {
+        let out = std::process::Command::new("id").args([flag, "tinybox-test"]).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().ok().filter(|_| out.status.success())
+    };
+    Some((id("-u")?, id("-g")?))
+}
+
+#[test]
+fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    need_docker!("docker_box::privilege");
+    // tinybox runs as root here: over root's own workspace (where only the
+    // seccomp profile stands between the box and a setuid bit on a file it
+    // owns) and over an unprivileged user's (where the box once planted
+    // root-owned setuid programs).
+    let mut owners = vec![("root", Some((0, 0)))];
+    match test_user() {
+        Some(user) => owners.push(("tinybox-test", Some(user))),
+        None => skip("docker_box::privilege (tinybox-test)", "no user tinybox-test (useradd -m tinybox-test)"),
+    }
+    let setcap = tinybox_tests::microvm::file_capability_probe();
+    let setid = docker::set_id_probe();
+    for (who, owner) in owners {
+        let (uid, gid) = owner.unwrap();
+        let label = format!("root over a workspace of {who}");
+        let ns = Namespace::new(&format!("priv-{who}"));
+        let cli = Cli::new();
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        for (probe, name) in [(&setcap, "setcap"), (&setid, "setid")] {
+            std::fs::copy(probe, ws.join(name)).unwrap();
+            std::fs::set_permissions(ws.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::write(ws.join("pre"), "from the host\n").unwrap();
+        for entry in ["", "setcap", "setid", "pre"] {
+            std::os::unix::fs::chown(ws.join(entry), Some(uid), Some(gid)).unwrap();
+        }
+
+        let id = docker_box(&cli, &ns, &["--workspace", ws.to_str().unwrap()]);
+        let attack = "cd /workspace; id -u; id -g; \
+            cp /bin/busybox x; chmod 4755 x; chmod u+s x; chown 0:0 x; \
+            cp /bin/busybox g; chmod 2755 g; chmod g+s g; \
+            mkdir -m 2775 d; mkdir e; chmod 2775 e; chown 0:0 e; touch d/f; chmod 6755 d/f; \
+            mknod dev c 1 3; ./setcap x d/f pre; ./setid; \
+            setfattr -n security.capability -v 0x0100000200000000000000000000000000000000 g; \
+            echo from the box > note; echo from the box >> pre; \
+            unshare -U true && echo unshared; true";
+        let (code, out, err) = cli.run(&["exec", &id, "--", "sh", "-c", attack]);
+        assert_eq!(code, 0, "{label}: {err}");
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some(uid.to_string().as_str()), "{label}: the box's uid: {out}");
+        assert_eq!(lines.next(), Some(gid.to_string().as_str()), "{label}: the box's gid: {out}");
+        // Every call that could give a file a set-id bit was refused, by number.
+        for call in ["open", "openat", "creat", "mknod", "mknodat", "openat2", "fchmod", "fchmodat", "chmod"] {
+            let said = out.lines().find_map(|l| l.strip_prefix(&format!("{call}="))).unwrap_or("<nothing>");
+            assert_ne!(said, "made", "{label}: {call} with a set-id mode succeeded: {out}");
+            assert_ne!(said, "<nothing>", "{label}: the probe said nothing of {call}: {out}{err}");
+        }
+        assert!(out.contains("chmod_plain=made"), "{label}: a plain chmod must still work: {out}");
+        assert!(out.contains("x=") && !out.contains("x=set"), "{label}: a file capability was set: {out}");
+        assert!(!out.contains("unshared"), "{label}: docker's default refusal of namespaces was lost: {out}");
+
+        // Outside: no set-id bit, no file capability, and everything the box
+        // made (everything but what the test put there) is the owner's.
+        let mut todo = vec![ws.to_owned()];
+        let mut seen = Vec::new();
+        while let Some(d) = todo.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                let m = std::fs::symlink_metadata(&path).unwrap();
+                let name = path.strip_prefix(ws).unwrap().display().to_string();
+                assert_eq!(m.mode() & 0o6000, 0, "{label}: {name} is {:o} on the host", m.mode());
+                assert_eq!((m.uid(), m.gid()), (uid, gid), "{label}: {name} is not the workspace owner's");
+                let xattrs = tinybox_tests::microvm::xattr_names(&path);
+                assert!(!xattrs.iter().any(|x| x == "security.capability"), "{label}: {name} has a file capability");
+                if m.is_dir() {
+                    todo.push(path.clone());
+                }
+                seen.push(name);
+            }
+        }
+        seen.sort();
+        for made in ["d", "d/f", "e", "g", "note", "p_plain", "x"] {
+            assert!(seen.iter().any(|s| s == made), "{label}: the box did not make {made}: {seen:?}");
+        }
+        assert_eq!(std::fs::read_to_string(ws.join("note")).unwrap(), "from the box\n");
+        assert_eq!(std::fs::read_to_string(ws.join("pre")).unwrap(), "from the host\nfrom the box\n");
+        assert_eq!(cli.run(&["rm", &id]).0, 0);
+    }
+}

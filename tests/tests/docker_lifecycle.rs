@@ -204,3 +204,87 @@ fn two_stores_in_different_namespaces_both_have_a_box_0_on_one_daemon() {
     assert_eq!(first.run(&["rm", &id_a]).0, 0);
     assert_eq!(second.run(&["exec", &id_b, "--", "cat", "/tmp/who"]).1, "b\n", "removing one leaves the other");
 }
+
+/// What box `id` shows under /workspace (an error line when it has none).
+fn workspace_listing(cli: &Cli, id: &str) -> String {
+    let (_, out, err) = cli.run(&["exec", id, "--", "sh", "-c", "ls -A /workspace; cat /workspace/secret.txt"]);
+    format!("{out}{err}")
+}
+
+#[test]
+fn an_image_label_never_chooses_the_host_directory_a_box_binds() {
+    need_docker!("docker_lifecycle::label");
+    let ns = Namespace::new("label");
+    let cli = Cli::new();
+    let secret_dir = tempfile::tempdir().unwrap();
+    std::fs::write(secret_dir.path().join("secret.txt"), "host secret\n").unwrap();
+    let image = docker::image_claiming(&ns, &format!("tbx-claim-{}", std::process::id()), secret_dir.path());
+    let args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
+    let shows_secret = |id: &str| {
+        let seen = workspace_listing(&cli, id);
+        seen.contains("secret.txt\n") || seen.contains("host secret")
+    };
+
+    let original = cli.create(&[args.as_slice(), &["--untrusted", "--persistent", "--image", &image]].concat());
+    assert!(!shows_secret(&original), "the image's own box bound the claimed directory");
+    let (code, fork, err) = cli.run(&["fork", &original]);
+    assert_eq!(code, 0, "{err}");
+    let fork = fork.trim().to_owned();
+    assert!(!shows_secret(&fork), "a fork bound the directory its image's label claims");
+
+    let (code, snap, err) = cli.run(&["snapshot", &original]);
+    assert_eq!(code, 0, "{err}");
+    let from_snapshot = cli.create(&[args.as_slice(), &["--from-snapshot", snap.trim()]].concat());
+    assert!(!shows_secret(&from_snapshot), "--from-snapshot bound the claimed directory");
+
+    assert_eq!(cli.run(&["template", "save", "claimed", &original]).0, 0);
+    let from_template = cli.create(&[args.as_slice(), &["--from-template", "claimed"]].concat());
+    assert!(!shows_secret(&from_template), "--from-template bound the claimed directory");
+
+    assert_eq!(cli.run(&["stop", &original]).0, 0);
+    let (code, _, err) = cli.run(&["resume", &original]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!shows_secret(&original), "resume bound the claimed directory");
+
+    // Any local image is not a snapshot of this store, whatever it claims.
+    let before = cli.run(&["ls"]).1;
+    let containers = || docker_ok(&["ps", "-aq", "--filter", &format!("label=tinybox.namespace={}", ns.name)]);
+    let running = containers();
+    let (code, out, err) = cli.run(&[["create"].as_slice(), &args, &["--from-snapshot", &image]].concat());
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains(&format!("snapshot {image} was not made by this store")), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(cli.run(&["ls"]).1, before, "a refused create left a box behind");
+    assert_eq!(containers(), running, "a refused create left a container behind");
+
+    let listed: Vec<_> = std::fs::read_dir(secret_dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(listed, ["secret.txt"], "a box wrote into the claimed directory");
+    assert_eq!(cli.run(&["rm", &original, &fork, &from_snapshot, &from_template]).0, 0);
+}
+
+#[test]
+fn a_fork_of_a_workspace_box_still_binds_its_directory_as_its_owner() {
+    use std::os::unix::fs::MetadataExt;
+    need_docker!("docker_lifecycle::workspace_fork");
+    let ns = Namespace::new("wsfork");
+    let cli = Cli::new();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("mine.txt"), "the caller's\n").unwrap();
+    let args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
+    let id = cli.create(&[args.as_slice(), &["--persistent", "--workspace", ws.path().to_str().unwrap()]].concat());
+    let (code, fork, err) = cli.run(&["fork", &id]);
+    assert_eq!(code, 0, "{err}");
+    let fork = fork.trim().to_owned();
+    let (code, out, err) = cli.run(&["exec", &fork, "--", "sh", "-c", "cat mine.txt && echo forked > f.txt"]);
+    assert_eq!((code, out.as_str()), (0, "the caller's\n"), "{err}");
+    let owner = std::fs::metadata(ws.path()).unwrap();
+    let made = std::fs::metadata(ws.path().join("f.txt")).unwrap();
+    assert_eq!((made.uid(), made.gid()), (owner.uid(), owner.gid()));
+    // ...and so does a box from a template of it, after the box is gone.
+    assert_eq!(cli.run(&["template", "save", "ws", &id]).0, 0);
+    assert_eq!(cli.run(&["rm", &id, &fork]).0, 0);
+    let from = cli.create(&[args.as_slice(), &["--from-template", "ws"]].concat());
+    let (code, out, err) = cli.run(&["exec", &from, "--", "cat", "/workspace/f.txt"]);
+    assert_eq!((code, out.as_str()), (0, "forked\n"), "{err}");
+    assert_eq!(cli.run(&["rm", &from]).0, 0);
+}

@@ -1,6 +1,8 @@
 //! Creating a box: validate, gate, reserve an identifier, ask the driver,
 //! record. A failure at any step leaves the store as it was.
 
+use std::path::PathBuf;
+
 use tinybox_sdk::model::{BoxId, IsolationLevel, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, CreateParams};
 
@@ -32,6 +34,14 @@ impl Tinybox {
             None
         };
 
+        // A snapshot source must be one this store recorded, and brings the
+        // directory its original box was bound from: checked before
+        // anything is reserved, so a refusal leaves nothing behind.
+        let inherited_dir = match &spec.source {
+            Some(WorkspaceSource::Snapshot { id }) => self.snapshot_workspace_dir(id)?,
+            _ => None,
+        };
+
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
         let mut synced_dir = None;
@@ -44,11 +54,16 @@ impl Tinybox {
             // the box is made over the synced copy.
             let (ws_spec, synced) = self.workspace_spec(&id, &spec).await?;
             synced_dir = synced;
-            let workspace = self.make_instance(&ws_link, &id, &ws_spec, &spec.workspace, admitted).await?;
+            let bound_dir = match &ws_spec.source {
+                Some(WorkspaceSource::LocalDir { path }) => Some(path.clone()),
+                _ => inherited_dir.clone(),
+            };
+            let workspace =
+                self.make_instance(&ws_link, &id, &ws_spec, &spec.workspace, admitted, bound_dir.clone()).await?;
             let runner_instance = match &runner {
                 None => None,
                 Some((link, admitted)) => {
-                    match self.make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone()).await {
+                    match self.make_instance(link, &id, &runner_spec, &spec.runner, admitted.clone(), None).await {
                         Ok(i) => Some(i),
                         Err(e) => {
                             let _ =
@@ -58,14 +73,15 @@ impl Tinybox {
                     }
                 }
             };
-            Ok::<_, Error>((workspace, runner_instance))
+            Ok::<_, Error>((workspace, runner_instance, bound_dir))
         }
         .await;
         match result {
-            Ok((workspace, runner)) => Ok(self.store.update(&id, &mut |info| {
+            Ok((workspace, runner, bound_dir)) => Ok(self.store.update(&id, &mut |info| {
                 info.phase = Phase::Created;
                 info.workspace = Some(workspace.clone());
                 info.runner = runner.clone();
+                info.workspace_dir = bound_dir.clone();
             })?),
             Err(e) => {
                 if let Some(dir) = &synced_dir {
@@ -108,6 +124,8 @@ impl Tinybox {
     /// Makes one instance of a box, as admitted. A floor relies on the
     /// declaration, so it needs a verified one (crate::trust) before the
     /// driver is asked; every instance records whether its declaration was.
+    /// `workspace_dir` is the host directory to bind, from this store's
+    /// records; the driver binds nothing else.
     pub(super) async fn make_instance(
         &self,
         link: &SandboxLink,
@@ -115,12 +133,13 @@ impl Tinybox {
         spec: &BoxSpec,
         placement: &Placement,
         admitted: gate::Admitted,
+        workspace_dir: Option<PathBuf>,
     ) -> Result<Instance> {
         if spec.min_isolation.is_some() {
             self.require_verified_link(link, &spec.options).await?;
         }
         let verified = self.trust_link(link, &spec.options).relied_on();
-        make_instance(link, id, spec, placement, admitted, verified).await
+        make_instance(link, id, spec, placement, admitted, workspace_dir, verified).await
     }
 }
 
@@ -130,6 +149,7 @@ async fn make_instance(
     spec: &BoxSpec,
     placement: &Placement,
     admitted: gate::Admitted,
+    workspace_dir: Option<PathBuf>,
     verified: bool,
 ) -> Result<Instance> {
     let caps = link.capabilities();
@@ -143,6 +163,7 @@ async fn make_instance(
             ports: spec.ports.clone(),
             env: spec.env.clone(),
             options: spec.options.clone(),
+            workspace_dir,
         })
         .await?;
     let isolation = box_isolation(created.isolation, caps.isolation);

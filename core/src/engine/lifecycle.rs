@@ -97,7 +97,9 @@ impl Tinybox {
         let spec = BoxSpec { source: Some(WorkspaceSource::Snapshot { id: newest.id.clone() }), ..info.spec.clone() };
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
-        let workspace = self.make_instance(&ws_link, id, &spec, &spec.workspace, admitted).await?;
+        // The directory comes from this box's own record, never the snapshot.
+        let bound_dir = info.bound_dir().map(ToOwned::to_owned);
+        let workspace = self.make_instance(&ws_link, id, &spec, &spec.workspace, admitted, bound_dir).await?;
         let runner = match &info.runner {
             None => None,
             Some(_) => {
@@ -105,7 +107,7 @@ impl Tinybox {
                 let made = async {
                     let link = self.drivers.sandbox(&spec.runner.sandbox, &spec.runner.host).await?;
                     let admitted = gate::admit_create(&spec.runner.sandbox, &link.capabilities(), &runner_spec)?;
-                    self.make_instance(&link, id, &runner_spec, &spec.runner, admitted).await
+                    self.make_instance(&link, id, &runner_spec, &spec.runner, admitted, None).await
                 }
                 .await;
                 match made {

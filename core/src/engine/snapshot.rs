@@ -1,11 +1,13 @@
 //! Snapshots, forks and templates. A template is a named snapshot; a fork
 //! is a new box started from a fresh snapshot of another.
 
-use tinybox_sdk::model::{BoxId, TemplateName, WorkspaceSource};
+use std::path::PathBuf;
+
+use tinybox_sdk::model::{BoxId, SnapshotId, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::BoxRef;
 
 use super::Tinybox;
-use crate::error::{Result, TemplateError};
+use crate::error::{Error, Result, TemplateError};
 use crate::gate;
 use crate::model::{BoxInfo, SnapshotRecord};
 use crate::store::Template;
@@ -47,6 +49,7 @@ impl Tinybox {
             sandbox: placement.sandbox,
             host: placement.host,
             created_at: Some(self.clock.now()),
+            workspace_dir: info.bound_dir().map(ToOwned::to_owned),
         };
         templates.save(t.clone())?;
         Ok(t)
@@ -60,7 +63,84 @@ impl Tinybox {
         self.templates()?.remove(name)?.ok_or_else(|| TemplateError::NotFound(name.to_string()).into())
     }
 
+    /// The host directory a box made from snapshot `id` binds: the one
+    /// recorded for the box that took it, or for the template that names
+    /// it. A snapshot this store has no record of is refused, whatever the
+    /// sandbox holds under that name: an image anyone built is not one.
+    pub(super) fn snapshot_workspace_dir(&self, id: &SnapshotId) -> Result<Option<PathBuf>> {
+        if let Some(info) = self.store.list()?.into_iter().find(|info| info.has_snapshot(id)) {
+            return Ok(info.bound_dir().map(ToOwned::to_owned));
+        }
+        if let Some(templates) = &self.templates
+            && let Some(t) = templates.list()?.into_iter().find(|t| &t.snapshot == id)
+        {
+            return Ok(t.workspace_dir);
+        }
+        Err(Error::UnknownSnapshot(id.clone()))
+    }
+
     pub(super) fn templates(&self) -> Result<&crate::store::TemplateStore> {
         self.templates.as_ref().ok_or_else(|| TemplateError::NoTemplates.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::driver::DriverConfig;
+    use crate::error::ErrorKind;
+    use crate::model::{BoxSpec, HostName, Placement, SandboxName};
+    use crate::store::{MemoryStore, Store, TemplateStore};
+
+    fn record(id: &str, snapshot: &str, source: Option<WorkspaceSource>, dir: Option<&str>) -> BoxInfo {
+        let mut spec = BoxSpec::new(Placement::new(HostName::local(), SandboxName::new("docker").unwrap()));
+        spec.source = source;
+        let mut info = BoxInfo::creating(BoxId::new(id).unwrap(), spec, None);
+        info.snapshots.push(SnapshotRecord { id: SnapshotId::new(snapshot).unwrap(), taken_at: None });
+        info.workspace_dir = dir.map(Into::into);
+        info
+    }
+
+    #[test]
+    fn a_snapshot_brings_only_its_recorded_directory_and_an_unrecorded_one_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(MemoryStore::new());
+        let snap = |id: &str| Some(WorkspaceSource::Snapshot { id: SnapshotId::new(id).unwrap() });
+        let local = |p: &str| Some(WorkspaceSource::LocalDir { path: p.into() });
+        store.insert(record("box-0", "sha-aaaaaaaaaaaa", local("/w"), Some("/w"))).unwrap();
+        // A fork records what it inherited; its own source is a snapshot.
+        store.insert(record("box-1", "sha-bbbbbbbbbbbb", snap("sha-aaaaaaaaaaaa"), Some("/w"))).unwrap();
+        // A record from before core kept the directory: its own LocalDir source.
+        store.insert(record("box-2", "sha-cccccccccccc", local("/old"), None)).unwrap();
+        store.insert(record("box-3", "sha-dddddddddddd", None, None)).unwrap();
+        let templates = TemplateStore::open(tmp.path()).unwrap();
+        templates
+            .save(Template {
+                name: TemplateName::new("t").unwrap(),
+                snapshot: SnapshotId::new("sha-eeeeeeeeeeee").unwrap(),
+                sandbox: SandboxName::new("docker").unwrap(),
+                host: HostName::local(),
+                created_at: None,
+                workspace_dir: Some("/t".into()),
+            })
+            .unwrap();
+        let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+        let tb = Tinybox::with_parts(store, Some(templates), Arc::new(ManualClock::new(0)), config).unwrap();
+        let dir = |id: &str| tb.snapshot_workspace_dir(&SnapshotId::new(id).unwrap());
+        assert_eq!(dir("sha-aaaaaaaaaaaa").unwrap().as_deref(), Some(Path::new("/w")));
+        assert_eq!(dir("sha-bbbbbbbbbbbb").unwrap().as_deref(), Some(Path::new("/w")), "kept through a fork");
+        assert_eq!(dir("sha-cccccccccccc").unwrap().as_deref(), Some(Path::new("/old")));
+        assert_eq!(dir("sha-dddddddddddd").unwrap(), None, "a box bound to nothing binds nothing");
+        assert_eq!(dir("sha-eeeeeeeeeeee").unwrap().as_deref(), Some(Path::new("/t")), "a template keeps it");
+        // Any other image on the daemon, whatever its labels, is not a snapshot of this store.
+        let err = dir("sha-ffffffffffff").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Invalid);
+        let message = err.to_string();
+        assert!(message.starts_with("snapshot sha-ffffffffffff was not made by this store"), "{message}");
+        assert!(!message.contains('\n'));
     }
 }

@@ -1,7 +1,9 @@
 //! What the store records about a box.
 
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
-use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkInForce, Resources, SnapshotId};
+use tinybox_sdk::model::{BoxId, HostName, IsolationLevel, NetworkInForce, Resources, SnapshotId, WorkspaceSource};
 
 use super::spec::{BoxSpec, Lifecycle, Placement};
 
@@ -73,12 +75,46 @@ pub struct BoxInfo {
     pub runner: Option<Instance>,
     #[serde(default)]
     pub snapshots: Vec<SnapshotRecord>,
+    /// The host directory the workspace is bound from, recorded by core
+    /// when the box is made (from a `LocalDir` source, or inherited from
+    /// the record a snapshot source came from). The only place a box's
+    /// bind comes from: never from an image or anything a box writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<PathBuf>,
 }
 
 impl BoxInfo {
     /// A record reserving `id` while the sandbox creates the box.
     pub fn creating(id: BoxId, spec: BoxSpec, created_at: Option<u64>) -> Self {
-        BoxInfo { id, spec, created_at, phase: Phase::Creating, workspace: None, runner: None, snapshots: Vec::new() }
+        BoxInfo {
+            id,
+            spec,
+            created_at,
+            phase: Phase::Creating,
+            workspace: None,
+            runner: None,
+            snapshots: Vec::new(),
+            workspace_dir: None,
+        }
+    }
+
+    /// The host directory the workspace is bound from. A record written
+    /// before core recorded it falls back on its own `LocalDir` source on
+    /// this machine, which the caller chose; a box from a snapshot then
+    /// binds nothing.
+    pub fn bound_dir(&self) -> Option<&Path> {
+        if let Some(dir) = &self.workspace_dir {
+            return Some(dir);
+        }
+        match &self.spec.source {
+            Some(WorkspaceSource::LocalDir { path }) if self.spec.workspace.host == HostName::local() => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Whether `id` is one of this box's snapshots.
+    pub fn has_snapshot(&self, id: &SnapshotId) -> bool {
+        self.snapshots.iter().any(|s| &s.id == id)
     }
 
     /// When the box expires, if it ever does.

@@ -74,6 +74,28 @@ fn a_record_from_an_older_build_loads() {
     assert!(info.spec.ports.is_empty());
     assert!(info.spec.options.is_empty());
     assert!(!info.is_expired(u64::MAX));
+    assert_eq!(info.workspace_dir, None);
+    assert_eq!(info.bound_dir(), None);
+}
+
+#[test]
+fn the_bound_directory_is_the_record_or_an_old_records_own_local_directory() {
+    let mut info = BoxInfo::creating(BoxId::new("box-0").unwrap(), spec(), None);
+    assert!(serde_json::to_value(&info).unwrap().get("workspace_dir").is_none());
+    // A record from before core recorded the directory: its own LocalDir source.
+    info.spec.source = Some(WorkspaceSource::LocalDir { path: "/home/me/p".into() });
+    assert_eq!(info.bound_dir(), Some(std::path::Path::new("/home/me/p")));
+    // ...but only on this machine: a remote box was bound from a synced copy.
+    info.spec.workspace.host = HostName::new("builder").unwrap();
+    assert_eq!(info.bound_dir(), None);
+    // A box from a snapshot binds only what was recorded.
+    info.spec.source = Some(WorkspaceSource::Snapshot { id: SnapshotId::new("sha-1").unwrap() });
+    assert_eq!(info.bound_dir(), None);
+    info.workspace_dir = Some("/srv/ws".into());
+    assert_eq!(info.bound_dir(), Some(std::path::Path::new("/srv/ws")));
+    let json = serde_json::to_value(&info).unwrap();
+    assert_eq!(json["workspace_dir"], "/srv/ws");
+    assert_eq!(serde_json::from_value::<BoxInfo>(json).unwrap(), info);
 }
 
 #[test]

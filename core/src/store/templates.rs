@@ -23,6 +23,11 @@ pub struct Template {
     /// Seconds since the Unix epoch; `None` when not recorded.
     #[serde(default)]
     pub created_at: Option<u64>,
+    /// The host directory the saved box's workspace was bound from, taken
+    /// from its store record: a box made from the template binds it again,
+    /// even after the saved box is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<PathBuf>,
 }
 
 /// `templates.json`: `{"version": 1, "templates": [...]}`.
@@ -115,6 +120,7 @@ mod tests {
             sandbox: SandboxName::new("docker").unwrap(),
             host: HostName::new("local").unwrap(),
             created_at: None,
+            workspace_dir: None,
         }
     }
 
@@ -140,5 +146,19 @@ mod tests {
         std::fs::write(store.path(), text).unwrap();
         let got = store.get(&TemplateName::new("t").unwrap()).unwrap().unwrap();
         assert_eq!(got.created_at, None);
+        assert_eq!(got.workspace_dir, None);
+    }
+
+    #[test]
+    fn a_template_records_its_workspace_directory_only_when_it_has_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = TemplateStore::open(tmp.path()).unwrap();
+        store.save(template("bare")).unwrap();
+        store.save(Template { workspace_dir: Some("/home/me/p".into()), ..template("bound") }).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(store.path()).unwrap()).unwrap();
+        assert!(doc["templates"][0].get("workspace_dir").is_none());
+        assert_eq!(doc["templates"][1]["workspace_dir"], "/home/me/p");
+        let got = store.get(&TemplateName::new("bound").unwrap()).unwrap().unwrap();
+        assert_eq!(got.workspace_dir.as_deref(), Some(Path::new("/home/me/p")));
     }
 }

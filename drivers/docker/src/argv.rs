@@ -14,10 +14,10 @@ pub const KEEPALIVE: &str = "while :; do sleep 86400; done";
 /// Where a local directory is mounted, and where its commands start.
 pub const WORKSPACE: &str = "/workspace";
 
-/// Label naming the host directory bound at /workspace. `docker commit`
-/// copies a container's labels into the image, so a box made from a
-/// snapshot binds the same directory again.
-pub const WORKSPACE_LABEL: &str = "tinybox.workspace";
+/// Where `docker run` reads a bound box's seccomp profile: the docker CLI
+/// reads the file itself and sends its content to the daemon, so the
+/// profile travels on the command's input and no file is left on the host.
+pub const SECCOMP_FROM_STDIN: &str = "seccomp=/dev/stdin";
 
 /// Runs the box's command under a shell that carries the exec's marker in
 /// its arguments (its first one, otherwise unused) and leads the process
@@ -66,8 +66,9 @@ pub struct RunSpec<'a> {
     pub box_id: &'a str,
     pub namespace: &'a str,
     pub image: &'a str,
-    /// A host directory to bind at /workspace.
-    pub workspace: Option<&'a Path>,
+    /// A host directory to bind at /workspace, and the `uid:gid` owning it,
+    /// which the box's processes run as.
+    pub workspace: Option<(&'a Path, &'a str)>,
     pub resources: &'a Resources,
     pub network: NetworkPolicy,
     /// Ports to publish; empty when the network is denied.
@@ -113,10 +114,12 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
         // Loopback only: a box's port is for this machine, not its network.
         a.extend(["--publish".into(), format!("127.0.0.1:{}:{}", p.host, p.guest)]);
     }
-    if let Some(dir) = spec.workspace {
-        let dir = dir.to_string_lossy();
-        a.extend(["--label".into(), format!("{WORKSPACE_LABEL}={dir}")]);
-        a.extend(["--mount".into(), bind_mount(&dir), "--workdir".into(), WORKSPACE.into()]);
+    if let Some((dir, owner)) = spec.workspace {
+        // What the box writes lands on the host as the directory's owner,
+        // and the profile (on stdin) refuses setuid and setgid bits: a
+        // process may set them on its own files without any capability.
+        a.extend(["--user".into(), owner.into(), "--security-opt".into(), SECCOMP_FROM_STDIN.into()]);
+        a.extend(["--mount".into(), bind_mount(&dir.to_string_lossy()), "--workdir".into(), WORKSPACE.into()]);
     }
     if spec.local_only {
         a.extend(["--pull".into(), "never".into()]);
@@ -180,9 +183,9 @@ pub fn inspect_state(container: &str) -> Vec<String> {
     docker(&["container", "inspect", "--format", "{{json .State}}", container])
 }
 
-/// An image's labels as JSON.
-pub fn image_labels(image: &str) -> Vec<String> {
-    docker(&["image", "inspect", "--format", "{{json .Config.Labels}}", image])
+/// The `uid:gid` owning a directory (following a symbolic link, as the bind does).
+pub fn owner(dir: &Path) -> Vec<String> {
+    ["stat", "-L", "-c", "%u:%g", "--"].into_iter().map(String::from).chain([dir.to_string_lossy().into()]).collect()
 }
 
 pub fn remove(container: &str) -> Vec<String> {

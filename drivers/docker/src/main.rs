@@ -18,6 +18,7 @@ mod execs;
 mod failure;
 mod host;
 mod sandbox;
+mod seccomp;
 mod state;
 
 use async_trait::async_trait;

@@ -2,8 +2,7 @@
 //! Stateless between processes: what a later call needs is in the box's
 //! handle, and the container's state is always read from docker itself.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
@@ -76,20 +75,25 @@ impl Docker {
             None => (self.config.base_image.clone(), None, false),
             Some(WorkspaceSource::OciImage { reference }) => (reference.clone(), None, false),
             Some(WorkspaceSource::LocalDir { path }) => {
-                if !path.is_absolute() {
-                    return Err(DriverError::invalid(format!(
-                        "workspace directory {} is not an absolute path",
-                        path.display()
-                    )));
-                }
-                (self.config.base_image.clone(), Some(path.clone()), false)
+                (self.config.base_image.clone(), Some(absolute(path)?.to_owned()), false)
             }
-            Some(WorkspaceSource::Snapshot { id }) => (id.to_string(), snapshot_workspace(host, id).await?, true),
+            // Where a snapshot's box was bound comes from core's record
+            // (`workspace_dir`), never from the image: any image can carry
+            // any label, and `docker commit` copies them.
+            Some(WorkspaceSource::Snapshot { id }) => (id.to_string(), None, true),
             Some(WorkspaceSource::GitRepo { .. }) => {
                 return Err(DriverError::unsupported(
                     "docker cannot start from a git repository: no clone step exists yet",
                 ));
             }
+        };
+        let workspace = match (&p.workspace_dir, workspace) {
+            (Some(dir), _) => Some(absolute(dir)?.to_owned()),
+            (None, from_source) => from_source,
+        };
+        let owner = match &workspace {
+            Some(dir) => Some(owner_of(host, dir).await?),
+            None => None,
         };
         if image.starts_with('-') || image.is_empty() {
             return Err(DriverError::invalid(format!("image reference {image:?} is not an image name")));
@@ -109,13 +113,17 @@ impl Docker {
             box_id: p.box_id.as_str(),
             namespace: &p.namespace,
             image: &image,
-            workspace: workspace.as_deref(),
+            workspace: workspace.as_deref().zip(owner.as_deref()),
             resources: &p.resources,
             network,
             ports: &published,
             local_only,
         };
-        let made = host.capture(argv::run(&spec)).await?;
+        let run = argv::run(&spec);
+        let made = match spec.workspace {
+            Some(_) => host.capture_with_input(run, crate::seccomp::profile().to_string().as_bytes()).await?,
+            None => host.capture(run).await?,
+        };
         if !made.success() {
             return Err(self.creation_failed(host, &container, &p, &image, &made).await);
         }
@@ -309,18 +317,29 @@ fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<
     Ok(state::to_box_state(container, &s))
 }
 
-/// The host directory a snapshot's box had bound at /workspace, read from
-/// the label `docker commit` carried over from its container.
-async fn snapshot_workspace(host: &dyn Host, id: &SnapshotId) -> Result<Option<PathBuf>, DriverError> {
-    let seen = host.capture(argv::image_labels(id.as_str())).await?;
-    if !seen.success() {
-        return Err(match failure::cause(&seen) {
-            Cause::NoSuchImage => DriverError::not_found(format!("snapshot {id} does not exist on the box's host")),
-            _ => failure::error("docker image inspect", &seen),
-        });
+fn absolute(dir: &Path) -> Result<&Path, DriverError> {
+    if dir.is_absolute() {
+        Ok(dir)
+    } else {
+        Err(DriverError::invalid(format!("workspace directory {} is not an absolute path", dir.display())))
     }
-    let labels: Option<HashMap<String, String>> = serde_json::from_slice(&seen.stdout).unwrap_or_default();
-    Ok(labels.and_then(|mut l| l.remove(argv::WORKSPACE_LABEL)).filter(|p| !p.is_empty()).map(PathBuf::from))
+}
+
+/// The `uid:gid` owning the workspace directory on the box's host: the
+/// box runs as it, so what it writes there is that owner's.
+async fn owner_of(host: &dyn Host, dir: &Path) -> Result<String, DriverError> {
+    let seen = host.capture(argv::owner(dir)).await?;
+    let text = seen.stdout_text();
+    let owner = text.trim();
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match owner.split_once(':') {
+        Some((uid, gid)) if seen.success() && numeric(uid) && numeric(gid) => Ok(owner.to_owned()),
+        _ => Err(DriverError::invalid(format!(
+            "cannot tell who owns workspace directory {} on the box's host ({}); it must exist there",
+            dir.display(),
+            seen.stderr_text().trim()
+        ))),
+    }
 }
 
 /// `sha-` and the first twelve hex digits of `sha256:<hex>`.

@@ -62,6 +62,7 @@ fn params(source: Option<WorkspaceSource>, network: NetworkPolicy, ports: Vec<Po
         ports,
         env: Default::default(),
         options: Default::default(),
+        workspace_dir: None,
     }
 }
 
@@ -69,9 +70,15 @@ fn has_pair(argv: &[String], flag: &str, value: &str) -> bool {
     argv.windows(2).any(|w| w[0] == flag && w[1] == value)
 }
 
+/// A host whose `stat` says the workspace belongs to 1001:1002, and
+/// whose other commands succeed printing `abc`.
+fn host_with_owner() -> FakeHost {
+    FakeHost::replying(|argv| if argv[0] == "stat" { ok("1001:1002\n") } else { ok("abc\n") })
+}
+
 #[tokio::test]
 async fn create_runs_one_hardened_limited_container_named_after_namespace_and_box() {
-    let host = FakeHost::replying(|_| ok("abc\n"));
+    let host = host_with_owner();
     let ws = PathBuf::from("/home/me/pro,ject");
     let made = docker()
         .create(&host, params(Some(WorkspaceSource::LocalDir { path: ws }), NetworkPolicy::Denied, vec![]))
@@ -79,8 +86,9 @@ async fn create_runs_one_hardened_limited_container_named_after_namespace_and_bo
         .unwrap();
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
     let cmds = commands(&host);
-    assert_eq!(cmds.len(), 1, "one docker call: {cmds:?}");
-    let a = &cmds[0];
+    assert_eq!(cmds.len(), 2, "stat, then one docker call: {cmds:?}");
+    assert_eq!(cmds[0], ["stat", "-L", "-c", "%u:%g", "--", "/home/me/pro,ject"]);
+    let a = &cmds[1];
     assert_eq!(&a[..5], ["docker", "run", "-d", "--name", "tinybox-ns1-box-0"]);
     for (flag, value) in [
         ("--security-opt", "no-new-privileges"),
@@ -92,16 +100,44 @@ async fn create_runs_one_hardened_limited_container_named_after_namespace_and_bo
         ("--pids-limit", "100"),
         ("--workdir", "/workspace"),
         ("--mount", "type=bind,\"source=/home/me/pro,ject\",target=/workspace"),
+        ("--user", "1001:1002"),
+        ("--security-opt", "seccomp=/dev/stdin"),
         ("--entrypoint", "sh"),
     ] {
         assert!(has_pair(a, flag, value), "{flag} {value} missing from {a:?}");
     }
+    assert!(!a.iter().any(|x| x.contains("tinybox.workspace")), "no label names the directory: {a:?}");
     assert!(!a.contains(&"--init".to_string()), "sh is pid 1: a missing sh fails the run itself");
     assert_eq!(a[a.len() - 3..], ["base:1", "-c", argv::KEEPALIVE]);
     assert!(!a.iter().any(|x| x.contains("storage-opt") || x == "--publish"));
+    // The profile travels on `docker run`'s input, where the CLI reads it.
+    let sent = host.calls()[1].stdin.clone().expect("docker run read its input");
+    let profile: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(profile, crate::seccomp::profile());
     let handle: Handle = serde_json::from_value(made.handle).unwrap();
     assert_eq!(handle.container, "tinybox-ns1-box-0");
     assert_eq!(handle.network, "none");
+}
+
+#[tokio::test]
+async fn a_box_without_a_host_directory_keeps_docker_s_user_and_profile() {
+    let host = host_with_owner();
+    docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap();
+    let cmds = commands(&host);
+    assert_eq!(verbs(&host), ["run"], "{cmds:?}");
+    assert!(!cmds[0].iter().any(|x| x == "--user" || x.starts_with("seccomp=")), "{:?}", cmds[0]);
+}
+
+#[tokio::test]
+async fn a_workspace_whose_owner_cannot_be_read_is_refused_before_any_container() {
+    let host = FakeHost::replying(|argv| {
+        if argv[0] == "stat" { failed(1, "stat: cannot statx '/gone': No such file or directory") } else { ok("abc") }
+    });
+    let ws = WorkspaceSource::LocalDir { path: "/gone".into() };
+    let err = docker().create(&host, params(Some(ws), NetworkPolicy::Denied, vec![])).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("cannot tell who owns workspace directory /gone"), "{err}");
+    assert!(!verbs(&host).contains(&"run".to_string()));
 }
 
 #[tokio::test]
@@ -165,22 +201,31 @@ async fn an_unreachable_daemon_is_named() {
 }
 
 #[tokio::test]
-async fn a_snapshot_source_rebinds_the_workspace_its_box_had_and_never_pulls() {
-    let host = FakeHost::replying(|argv| {
-        if argv[1] == "image" { ok(r#"{"tinybox.workspace":"/w","tinybox.box":"box-3"}"#) } else { ok("abc") }
-    });
+async fn a_snapshot_source_binds_only_what_core_recorded_and_never_pulls() {
+    // An image label naming a directory is never read: the image decides nothing.
+    let host = host_with_owner();
     let id = SnapshotId::new("sha-0123456789ab").unwrap();
     let made = docker()
-        .create(&host, params(Some(WorkspaceSource::Snapshot { id }), NetworkPolicy::Denied, vec![]))
+        .create(&host, params(Some(WorkspaceSource::Snapshot { id: id.clone() }), NetworkPolicy::Denied, vec![]))
         .await
         .unwrap();
+    assert_eq!(made.workdir, None, "no recorded directory: nothing bound");
+    assert_eq!(verbs(&host), ["run"], "no image inspect: {:?}", commands(&host));
+    let run = &commands(&host)[0];
+    assert!(has_pair(run, "--pull", "never"));
+    assert!(!run.contains(&"--mount".to_string()), "{run:?}");
+
+    let host = host_with_owner();
+    let mut p = params(Some(WorkspaceSource::Snapshot { id }), NetworkPolicy::Denied, vec![]);
+    p.workspace_dir = Some("/w".into());
+    let made = docker().create(&host, p).await.unwrap();
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
     let run = &commands(&host)[1];
-    assert!(has_pair(run, "--pull", "never"));
     assert!(has_pair(run, "--mount", "type=bind,source=/w,target=/workspace"));
+    assert!(has_pair(run, "--user", "1001:1002"));
     assert_eq!(run[run.len() - 3], "sha-0123456789ab");
 
-    let host = FakeHost::replying(|_| failed(1, "Error: No such image: sha-0123456789ab"));
+    let host = FakeHost::replying(|_| failed(125, "Error: No such image: sha-0123456789ab"));
     let id = SnapshotId::new("sha-0123456789ab").unwrap();
     let err = docker()
         .create(&host, params(Some(WorkspaceSource::Snapshot { id }), NetworkPolicy::Denied, vec![]))
@@ -188,6 +233,17 @@ async fn a_snapshot_source_rebinds_the_workspace_its_box_had_and_never_pulls() {
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains("snapshot sha-0123456789ab does not exist"), "{err}");
+}
+
+#[tokio::test]
+async fn a_relative_workspace_directory_from_core_is_refused() {
+    let host = host_with_owner();
+    let mut p = params(None, NetworkPolicy::Denied, vec![]);
+    p.workspace_dir = Some("rel/dir".into());
+    let err = docker().create(&host, p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("rel/dir is not an absolute path"), "{err}");
+    assert!(commands(&host).is_empty());
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         ports: Vec::new(),
         env: Default::default(),
         options: Default::default(),
+        workspace_dir: None,
     }
 }
 

@@ -166,6 +166,14 @@ pub struct CreateParams {
     /// the values are the driver's to check.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
+    /// The host directory the box's workspace is bound from, from core's
+    /// own store record: the `local_dir` source's path, or for a box made
+    /// from a snapshot the directory its original box was bound from. A
+    /// driver binds this and nothing else, and never learns the directory
+    /// from anything a box or an image can write (a label, a file).
+    /// Omitted when the box binds no host directory; an older core sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_dir: Option<std::path::PathBuf>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on
@@ -283,6 +291,19 @@ mod tests {
         assert_eq!(json["options"], serde_json::json!({"accel": "tcg"}));
         let back: CreateParams = serde_json::from_value(json).unwrap();
         assert_eq!(back.options.get("accel").map(String::as_str), Some("tcg"));
+    }
+
+    #[test]
+    fn a_workspace_dir_is_sent_only_when_core_records_one() {
+        let old: CreateParams = serde_json::from_str(r#"{"box_id":"box-0","namespace":"default"}"#).unwrap();
+        assert_eq!(old.workspace_dir, None, "an older core sends none");
+        assert!(serde_json::to_value(&old).unwrap().get("workspace_dir").is_none());
+        let mut p = old;
+        p.workspace_dir = Some("/home/me/project".into());
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["workspace_dir"], "/home/me/project");
+        let back: CreateParams = serde_json::from_value(json).unwrap();
+        assert_eq!(back.workspace_dir.as_deref(), Some(std::path::Path::new("/home/me/project")));
     }
 
     #[test]
