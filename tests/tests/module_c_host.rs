@@ -327,3 +327,123 @@ fn dying_drivers_are_errors_not_a_dead_host() {
     let r = call("ls", json!({"store": store}));
     assert_eq!(r["ok"].as_array().unwrap().len(), 1, "only the box that was made is recorded: {r}");
 }
+
+/// The same request gives the same box, the same refusal and the same
+/// store files through the CLI and through the bus: both hand core one
+/// `CreateRequest` (or `SshHostRequest`), and core decides.
+#[test]
+fn the_same_requests_give_the_same_results_through_both_front_ends() {
+    let dir = temp();
+    let test = "module_c_host::the_same_requests_give_the_same_results_through_both_front_ends";
+    let Some(host) = c_host(test, dir.path()) else { return };
+    // One store per front end, so each allocates the same identifiers.
+    let (by_cli, by_bus) = (Cli::new(), Cli::new());
+    let bus_store = by_bus.home.path().to_str().unwrap().to_owned();
+    let call = |method: &str, mut params: Value| -> Value {
+        params["store"] = json!(bus_store);
+        let out = run_c_host(&host, by_bus.home.path(), &["call", method, &params.to_string()]);
+        assert_success(method, &out);
+        one(&tagged(&out.stdout), "call").clone()
+    };
+    let cli_json = |args: &[&str]| -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let (_, out, err) = by_cli.run(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("tinybox {args:?}: {e}: {out} {err}"))
+    };
+    // What a box is, without the moment it was made.
+    let made = |v: &Value| -> Value {
+        let mut v = v.clone();
+        v.as_object_mut().unwrap().remove("created_at");
+        v
+    };
+
+    // A box: flags and fields name the same things and give the same record.
+    let cli_box = cli_json(&[
+        "create",
+        "--sandbox",
+        "passthrough",
+        "--ttl",
+        "90s",
+        "--env",
+        "A=b",
+        "--runner-sandbox",
+        "passthrough",
+    ]);
+    let bus_box = call(
+        "create",
+        json!({"sandbox": "passthrough", "ttl_secs": 90, "env": {"A": "b"}, "runner_sandbox": "passthrough"}),
+    );
+    assert_eq!(made(&bus_box["ok"]), made(&cli_box), "create");
+    assert_eq!(made(&call("ls", json!({}))["ok"][0]), made(&cli_json(&["ls"])[0]), "ls");
+
+    // Refusals decided by core: the same class and the same words.
+    for (args, params) in [
+        (
+            vec!["create", "--sandbox", "passthrough", "--accel", "tcg"],
+            json!({"sandbox": "passthrough", "accel": "tcg"}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--option", "accel=kvm", "--accel", "tcg"],
+            json!({"sandbox": "passthrough", "options": {"accel": "kvm"}, "accel": "tcg"}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--from-template", "nope"],
+            json!({"sandbox": "passthrough", "from_template": "nope"}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--workspace", "/etc"],
+            json!({"sandbox": "passthrough", "workspace": "/etc"}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--ttl", "9999d"],
+            json!({"sandbox": "passthrough", "ttl_secs": 9999u64 * 86400}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--cpus", "0.000000001"],
+            json!({"sandbox": "passthrough", "cpus": 1e-9}),
+        ),
+        (
+            vec!["create", "--sandbox", "passthrough", "--untrusted"],
+            json!({"sandbox": "passthrough", "untrusted": true}),
+        ),
+        (vec!["host", "rm", "local"], json!({"name": "local"})),
+    ] {
+        let method = if args[0] == "host" { "host.rm" } else { "create" };
+        let bus = call(method, params);
+        let cli_err = cli_json(&args);
+        assert_eq!(bus["error"]["kind"], cli_err["error"]["kind"], "{args:?}: {bus}");
+        assert_eq!(bus["error"]["message"], cli_err["error"]["message"], "{args:?}");
+    }
+
+    // Hosts: the same entries, saved the same way.
+    let cli_added = cli_json(&["host", "add", "b1", "--ssh", "me@b1.invalid", "--port", "2222", "--no-multiplex"]);
+    let bus_added = call("host.add", json!({"name": "b1", "ssh": "me@b1.invalid", "port": 2222, "no_multiplex": true}));
+    assert_eq!(bus_added["ok"], cli_added, "host add");
+    assert_eq!(call("host.ls", json!({}))["ok"], cli_json(&["host", "ls"]), "host ls");
+    let bus = call("host.add", json!({"name": "b2", "ssh": "-oProxyCommand=x"}));
+    let cli_err = cli_json(&["host", "add", "b2", "--ssh=-oProxyCommand=x"]);
+    assert_eq!(bus["error"]["message"], cli_err["error"]["message"], "{bus}");
+    assert_eq!(bus["error"]["code"], "invalid_argument");
+    assert_eq!(call("host.rm", json!({"name": "b1"}))["ok"], cli_json(&["host", "rm", "b1"]), "host rm");
+    assert_eq!(call("host.ls", json!({}))["ok"], cli_json(&["host", "ls"]), "host ls after rm");
+
+    // drivers: the same rows, `verified` included, for the same store.
+    if !tinybox_tests::have("bwrap") {
+        return tinybox_tests::skip(test, "bwrap is not installed (apt-get install bubblewrap): no driver to verify");
+    }
+    let (code, _, err) = by_cli.run(&["drivers", "verify", "namespace"]);
+    assert_eq!(code, 0, "{err}");
+    let shared = by_cli.home.path().to_str().unwrap();
+    let out = run_c_host(&host, by_cli.home.path(), &["call", "drivers", &json!({"store": shared}).to_string()]);
+    assert_success("drivers", &out);
+    let bus_rows = one(&tagged(&out.stdout), "call")["ok"].clone();
+    let cli_rows = cli_json(&["drivers"]);
+    let verified = |rows: &Value| -> Vec<(Value, Value)> {
+        rows.as_array().unwrap().iter().map(|r| (r["name"].clone(), r["verified"].clone())).collect()
+    };
+    assert_eq!(verified(&bus_rows), verified(&cli_rows));
+    let namespace = cli_rows.as_array().unwrap().iter().find(|r| r["name"] == "namespace").expect("namespace listed");
+    assert_eq!(namespace["verified"]["passed"], true, "{namespace}");
+    assert!(cli_rows.as_array().unwrap().iter().all(|r| r.get("verified").is_some()), "every row says: {cli_rows}");
+}
