@@ -346,21 +346,28 @@ fn a_lingering_process_does_not_hold_exec() {
 #[test]
 fn microvm_box_cannot_reach_the_callers_files() {
     need_microvm!("stdio_handles::microvm");
-    let env = BoxEnv::new(&Principal::Me);
-    let _reaper = Reaper(env.store.path().to_owned());
-    let id = env.create(TCG);
-    let t = Target { env, id, label: "microvm".into(), _namespace: None };
-    let log = CallerFile::new(&t.env.who, PRECIOUS.as_bytes());
-    let input = CallerFile::new(&t.env.who, PRECIOUS.as_bytes());
-    let script = ": > /proc/self/fd/1; : > /proc/self/fd/2; echo pwned > /proc/self/fd/0; cat; echo after";
-    let out = exec(&t, &["sh", "-c", script], input.read_only().into(), log.append().into(), log.append().into());
-    assert!(out.status.success(), "microvm: {}", t.env.who.label());
-    // The guest's own stdin pipe took its "pwned"; the caller's files got only appended output.
-    assert!(log.text().starts_with(PRECIOUS), "microvm: the caller's stdout file was truncated: {:?}", log.text());
-    assert!(log.text().ends_with("after\n"), "microvm: {:?}", log.text());
-    assert_eq!(input.text(), PRECIOUS, "microvm: the caller's stdin file was written");
-    let rm = t.env.run(&["rm", &t.id]);
-    assert!(rm.status.success(), "{}", text(&rm.stderr));
+    for who in Principal::all("stdio_handles::microvm") {
+        let env = BoxEnv::new(&who);
+        let _reaper = Reaper(env.store.path().to_owned());
+        let id = env.create(TCG);
+        let t = Target { env, id, label: format!("microvm {}", who.label()), _namespace: None };
+        let log = CallerFile::new(&who, PRECIOUS.as_bytes());
+        let input = CallerFile::new(&who, PRECIOUS.as_bytes());
+        let script = ": > /proc/self/fd/1; : > /proc/self/fd/2; echo pwned > /proc/self/fd/0; cat; echo after";
+        let out = exec(&t, &["sh", "-c", script], input.read_only().into(), log.append().into(), log.append().into());
+        assert!(out.status.success(), "{}", t.label);
+        // What the guest wrote is appended; nothing of the caller's is lost or changed.
+        assert!(
+            log.text().starts_with(PRECIOUS),
+            "{}: the caller's stdout file was truncated: {:?}",
+            t.label,
+            log.text()
+        );
+        assert!(log.text().ends_with("after\n"), "{}: {:?}", t.label, log.text());
+        assert_eq!(input.text(), PRECIOUS, "{}: the caller's stdin file was written", t.label);
+        let rm = t.env.run(&["rm", &t.id]);
+        assert!(rm.status.success(), "{}: {}", t.label, text(&rm.stderr));
+    }
 }
 
 /// Kills whatever VMs of a store a failing test leaves behind.
