@@ -26,11 +26,13 @@ use tinybox_sdk::stdio::StdioFds;
 /// What the command itself wrote is in the pipe by then and always arrives.
 pub const LINGER: Duration = Duration::from_secs(5);
 
-/// One move: a pipe's default capacity.
-const CHUNK: usize = 64 * 1024;
-
-/// A bigger pipe means fewer wake-ups per byte on the output path.
+/// The capacity our pipes ask for, and so the most one move carries: a
+/// bigger pipe means fewer wake-ups and calls per byte (1 MiB is the most
+/// an unprivileged process may ask for by default).
 const PIPE_CAPACITY: usize = 1024 * 1024;
+
+/// What a pipe holds when it could not be made bigger.
+const DEFAULT_CAPACITY: usize = 64 * 1024;
 
 /// The command's streams and the pumps that serve the ones replaced by
 /// pipes.
@@ -98,9 +100,11 @@ impl Pumps {
     /// ends when the box's end closes.
     fn input(&mut self, source: OwnedFd) -> io::Result<OwnedFd> {
         let (reader, writer) = io::pipe()?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_CAPACITY);
+        let capacity = rustix::pipe::fcntl_getpipe_size(&writer).unwrap_or(DEFAULT_CAPACITY);
         std::thread::spawn(move || {
             let mut mover = Mover::new(SpliceFlags::empty());
-            while let Ok(n) = mover.step(source.as_fd(), writer.as_fd(), CHUNK) {
+            while let Ok(n) = mover.step(source.as_fd(), writer.as_fd(), capacity) {
                 if n == 0 {
                     break;
                 }
@@ -144,12 +148,13 @@ impl Pumps {
 /// what the pipe held then has been delivered.
 fn drain(pipe: &PipeReader, dest: BorrowedFd<'_>, ended: &PipeReader, linger: Duration) -> io::Result<()> {
     let mut mover = Mover::new(SpliceFlags::NONBLOCK);
+    let capacity = rustix::pipe::fcntl_getpipe_size(pipe).unwrap_or(DEFAULT_CAPACITY);
     let mut deadline: Option<Instant> = None;
     // After the deadline: at most what a full pipe holds, so a writer that
     // never stops cannot keep us here.
     let mut budget: Option<usize> = None;
     loop {
-        let max = budget.map_or(CHUNK, |b| b.min(CHUNK));
+        let max = budget.map_or(capacity, |b| b.min(capacity));
         if max == 0 {
             return Ok(());
         }
@@ -175,7 +180,7 @@ fn drain(pipe: &PipeReader, dest: BorrowedFd<'_>, ended: &PipeReader, linger: Du
         if let Some(at) = deadline
             && now >= at
         {
-            budget = Some(rustix::pipe::fcntl_getpipe_size(pipe).unwrap_or(PIPE_CAPACITY));
+            budget = Some(capacity);
             continue;
         }
         let mut fds = vec![PollFd::new(pipe, PollFlags::IN)];
