@@ -135,8 +135,8 @@ impl Pumps {
                 use std::io::Write as _;
                 let _ = writeln!(
                     io::stderr(),
-                    "tinybox: the command's {name} could not be written where it was redirected ({e}); \
-                     the rest of it was dropped"
+                    "tinybox: cannot write the command's {name} where it was redirected: {e}; \
+                     the rest of it was dropped (check that destination and run the command again)"
                 );
             }
         }

@@ -342,6 +342,23 @@ fn a_lingering_process_does_not_hold_exec() {
     }
 }
 
+/// A destination that fails (here /dev/full) stops the command as a closed
+/// pipe would, and tinybox says which stream it could not write.
+#[test]
+fn a_failing_destination_ends_the_command_and_is_named() {
+    for t in targets("a_failing_destination_ends_the_command_and_is_named", Sandbox::Passthrough) {
+        let full = OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+        let out = exec(&t, &["yes"], Stdio::null(), full.into(), Stdio::piped());
+        assert_eq!(out.status.code(), Some(128 + 13), "{}: yes ends by SIGPIPE: {}", t.label, text(&out.stderr));
+        let said = text(&out.stderr);
+        assert!(
+            said.contains("cannot write the command's stdout") && said.contains("No space left"),
+            "{}: {said}",
+            t.label
+        );
+    }
+}
+
 /// microvm: the guest's streams are its own; the caller's files stay whole.
 #[test]
 fn microvm_box_cannot_reach_the_callers_files() {
