@@ -1,29 +1,264 @@
-//! The descriptors a command gets: this process's own stdout and stderr,
-//! and its stdin when that is a pipe or a file. A terminal's input is
-//! forwarded only with `-i`, through a pipe, so the box never holds the
-//! terminal as its stdin.
+//! The descriptors a command gets, and the pumps behind them. A box is
+//! given bytes, never a handle it could reopen: /proc/self/fd/N on a file,
+//! a terminal or a device opens the caller's own file again, with the
+//! box's permissions and none of the caller's intentions (truncate an
+//! append-only log, read what it held, write a stdin file, read keystrokes).
+//! So the caller's descriptor is handed over as it is only when it is a
+//! pipe or a socket (reopening one reaches the same stream, nothing more)
+//! or /dev/null; anything else is replaced by a pipe, and a thread here
+//! moves the bytes between that pipe and the caller's descriptor, with
+//! splice where both ends allow it. A terminal's input is forwarded only
+//! with `-i`; without it a terminal stdin becomes /dev/null.
 
-use std::io::IsTerminal;
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{self, IsTerminal, PipeReader, PipeWriter};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::FileType;
+use rustix::io::Errno;
+use rustix::pipe::SpliceFlags;
 use tinybox_sdk::stdio::StdioFds;
 
-pub fn command_stdio(interactive: bool) -> std::io::Result<StdioFds> {
-    let stdin = std::io::stdin();
-    let stdin_fd: OwnedFd = if !stdin.is_terminal() {
-        stdin.as_fd().try_clone_to_owned()?
-    } else if interactive {
-        let (reader, mut writer) = std::io::pipe()?;
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut writer);
-        });
-        reader.into()
-    } else {
+/// How long output pumps wait for the end of their stream once the command
+/// has ended: a process the command left behind may hold it open forever.
+/// What the command itself wrote is in the pipe by then and always arrives.
+pub const LINGER: Duration = Duration::from_secs(5);
+
+/// The capacity our pipes ask for, and so the most one move carries: a
+/// bigger pipe means fewer wake-ups and calls per byte (1 MiB is the most
+/// an unprivileged process may ask for by default).
+const PIPE_CAPACITY: usize = 1024 * 1024;
+
+/// What a pipe holds when it could not be made bigger.
+const DEFAULT_CAPACITY: usize = 64 * 1024;
+
+/// The command's streams and the pumps that serve the ones replaced by
+/// pipes.
+pub fn command_stdio(interactive: bool) -> io::Result<(StdioFds, Pumps)> {
+    let mut pumps = Pumps::new()?;
+    let stdin = io::stdin();
+    let stdin_fd: OwnedFd = if stdin.is_terminal() && !interactive {
         std::fs::File::open("/dev/null")?.into()
+    } else if stdin.is_terminal() || !reopens_harmlessly(stdin.as_fd())? {
+        pumps.input(stdin.as_fd().try_clone_to_owned()?)?
+    } else {
+        stdin.as_fd().try_clone_to_owned()?
     };
-    Ok(StdioFds {
-        stdin: stdin_fd,
-        stdout: std::io::stdout().as_fd().try_clone_to_owned()?,
-        stderr: std::io::stderr().as_fd().try_clone_to_owned()?,
+
+    let (stdout, stderr) = (io::stdout(), io::stderr());
+    let stdout_fd = handed_over(stdout.as_fd(), "stdout", &mut pumps)?;
+    let stderr_fd = if same_file(stdout.as_fd(), stderr.as_fd())? && !reopens_harmlessly(stderr.as_fd())? {
+        // `> log 2>&1`: one pipe for both keeps the order they were written in.
+        stdout_fd.try_clone()?
+    } else {
+        handed_over(stderr.as_fd(), "stderr", &mut pumps)?
+    };
+    Ok((StdioFds { stdin: stdin_fd, stdout: stdout_fd, stderr: stderr_fd }, pumps))
+}
+
+/// An output descriptor as the box gets it.
+fn handed_over(fd: BorrowedFd<'_>, name: &'static str, pumps: &mut Pumps) -> io::Result<OwnedFd> {
+    if reopens_harmlessly(fd)? { fd.try_clone_to_owned() } else { pumps.output(fd.try_clone_to_owned()?, name) }
+}
+
+/// Whether the box may hold `fd` itself: reopening a pipe or a socket
+/// reaches the same stream and no file, and /dev/null holds nothing (every
+/// box has its own).
+fn reopens_harmlessly(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let stat = rustix::fs::fstat(fd)?;
+    Ok(match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Fifo | FileType::Socket => true,
+        FileType::CharacterDevice => rustix::fs::major(stat.st_rdev) == 1 && rustix::fs::minor(stat.st_rdev) == 3,
+        _ => false,
     })
 }
+
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> io::Result<bool> {
+    let (a, b) = (rustix::fs::fstat(a)?, rustix::fs::fstat(b)?);
+    Ok(a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+}
+
+/// The threads moving bytes for streams replaced by pipes.
+pub struct Pumps {
+    /// Closed when the command has ended: output pumps then stop waiting
+    /// for the end of their stream after [`LINGER`].
+    ended_writer: Option<PipeWriter>,
+    ended_reader: PipeReader,
+    outputs: Vec<(JoinHandle<io::Result<()>>, &'static str)>,
+}
+
+impl Pumps {
+    fn new() -> io::Result<Pumps> {
+        let (ended_reader, ended_writer) = io::pipe()?;
+        Ok(Pumps { ended_writer: Some(ended_writer), ended_reader, outputs: Vec::new() })
+    }
+
+    /// A pipe the box reads, fed from `source` until it ends. Nobody waits
+    /// for this pump: a command need not read all its input, and the pump
+    /// ends when the box's end closes.
+    fn input(&mut self, source: OwnedFd) -> io::Result<OwnedFd> {
+        let (reader, writer) = io::pipe()?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_CAPACITY);
+        let capacity = rustix::pipe::fcntl_getpipe_size(&writer).unwrap_or(DEFAULT_CAPACITY);
+        std::thread::spawn(move || {
+            let mut mover = Mover::new(SpliceFlags::empty());
+            while let Ok(n) = mover.step(source.as_fd(), writer.as_fd(), capacity) {
+                if n == 0 {
+                    break;
+                }
+            }
+            // Dropping `writer` is the command's end of file.
+        });
+        Ok(reader.into())
+    }
+
+    /// A pipe the box writes, drained into `dest`.
+    fn output(&mut self, dest: OwnedFd, name: &'static str) -> io::Result<OwnedFd> {
+        let (reader, writer) = io::pipe()?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&reader, PIPE_CAPACITY);
+        rustix::io::ioctl_fionbio(&reader, true)?;
+        let ended = self.ended_reader.try_clone()?;
+        let pump = std::thread::spawn(move || drain(&reader, dest.as_fd(), &ended, LINGER));
+        self.outputs.push((pump, name));
+        Ok(writer.into())
+    }
+
+    /// Waits, once the command has ended, until every output pump has
+    /// delivered what the command wrote; says so when one could not.
+    pub async fn finish(mut self) {
+        drop(self.ended_writer.take());
+        for (pump, name) in self.outputs {
+            let result = tokio::task::spawn_blocking(move || pump.join()).await;
+            if let Ok(Ok(Err(e))) = result {
+                use std::io::Write as _;
+                let _ = writeln!(
+                    io::stderr(),
+                    "tinybox: cannot write the command's {name} where it was redirected: {e}; \
+                     the rest of it was dropped (check that destination and run the command again)"
+                );
+            }
+        }
+    }
+}
+
+/// Moves bytes from `pipe` (non-blocking) to `dest` until the stream ends,
+/// or, once `ended` is readable or closed, until `linger` has passed and
+/// what the pipe held then has been delivered.
+fn drain(pipe: &PipeReader, dest: BorrowedFd<'_>, ended: &PipeReader, linger: Duration) -> io::Result<()> {
+    let mut mover = Mover::new(SpliceFlags::NONBLOCK);
+    let capacity = rustix::pipe::fcntl_getpipe_size(pipe).unwrap_or(DEFAULT_CAPACITY);
+    let mut deadline: Option<Instant> = None;
+    // After the deadline: at most what a full pipe holds, so a writer that
+    // never stops cannot keep us here.
+    let mut budget: Option<usize> = None;
+    loop {
+        let max = budget.map_or(capacity, |b| b.min(capacity));
+        if max == 0 {
+            return Ok(());
+        }
+        match mover.step(pipe.as_fd(), dest, max) {
+            Ok(0) => return Ok(()),
+            Ok(n) => {
+                budget = budget.map(|b| b - n);
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if readable_now(pipe.as_fd())? {
+                    // The pipe has bytes, so it is `dest` that is not ready.
+                    wait_for(dest, PollFlags::OUT, None)?;
+                    continue;
+                }
+                if budget.is_some() {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        if let Some(at) = deadline
+            && now >= at
+        {
+            budget = Some(capacity);
+            continue;
+        }
+        let mut fds = vec![PollFd::new(pipe, PollFlags::IN)];
+        if deadline.is_none() {
+            fds.push(PollFd::new(ended, PollFlags::IN));
+        }
+        let timeout = deadline.map(|at| at.saturating_duration_since(now));
+        poll(&mut fds, timeout)?;
+        if deadline.is_none() && !fds[1].revents().is_empty() {
+            deadline = Some(Instant::now() + linger);
+        }
+    }
+}
+
+/// Moves bytes with splice while both ends allow it (one copy, in the
+/// kernel), else through a buffer. splice refuses some ends (an append-mode
+/// file, some devices) with EINVAL before moving anything.
+struct Mover {
+    flags: SpliceFlags,
+    splice: bool,
+    buffer: Vec<u8>,
+}
+
+impl Mover {
+    fn new(flags: SpliceFlags) -> Mover {
+        Mover { flags, splice: true, buffer: Vec::new() }
+    }
+
+    /// Moves up to `max` bytes; 0 at the end of `from`, WouldBlock when a
+    /// non-blocking `from` is empty.
+    fn step(&mut self, from: BorrowedFd<'_>, to: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        if self.splice {
+            match rustix::pipe::splice(from, None, to, None, max, self.flags) {
+                Err(Errno::INVAL) => self.splice = false,
+                Err(Errno::INTR) => return self.step(from, to, max),
+                other => return Ok(other?),
+            }
+        }
+        self.buffer.resize(max, 0);
+        let n = loop {
+            match rustix::io::read(from, &mut self.buffer[..max]) {
+                Err(Errno::INTR) => continue,
+                other => break other?,
+            }
+        };
+        let mut rest = &self.buffer[..n];
+        while !rest.is_empty() {
+            match rustix::io::write(to, rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(w) => rest = &rest[w..],
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => wait_for(to, PollFlags::OUT, None)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(n)
+    }
+}
+
+fn readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    let mut fds = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    poll(&mut fds, Some(Duration::ZERO))?;
+    Ok(!fds[0].revents().is_empty())
+}
+
+fn wait_for(fd: BorrowedFd<'_>, events: PollFlags, timeout: Option<Duration>) -> io::Result<()> {
+    poll(&mut [PollFd::from_borrowed_fd(fd, events)], timeout)
+}
+
+fn poll(fds: &mut [PollFd<'_>], timeout: Option<Duration>) -> io::Result<()> {
+    let timeout = timeout.map(|d| Timespec { tv_sec: d.as_secs() as i64, tv_nsec: i64::from(d.subsec_nanos()) });
+    loop {
+        match rustix::event::poll(fds, timeout.as_ref()) {
+            Err(Errno::INTR) => continue,
+            other => return other.map(drop).map_err(Into::into),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -94,31 +94,30 @@ fn the_terminal_cannot_be_injected_into() {
     for who in principals("namespace_escape::the_terminal_cannot_be_injected_into") {
         let (env, id) = probed_box(&who, &[]);
         // `script` gives tinybox a terminal as stdout; the probe pushes a
-        // character into it. Passthrough shares the caller's session, so it
-        // is the control that shows the probe detects an injection.
-        let plain = env.create(&["--sandbox", "passthrough"]);
-        let run_in_tty = |box_id: &str, cwd_probe: &str| {
-            let store = env.store.path().to_str().unwrap().to_owned();
-            let line = format!(
-                "{} --store {store} exec {box_id} -- {cwd_probe} tiocsti 1",
-                tinybox_tests::bin("tinybox").display()
-            );
+        // character into it. The probe run straight in that terminal is the
+        // control that shows it detects an injection (tinybox hands no box
+        // the terminal itself, passthrough included: tests/stdio_handles.rs).
+        let run_in_tty = |line: &str| {
             let out = env
                 .who
-                .command(std::path::Path::new("/usr/bin/script"), &["-qec", &line, "/dev/null"])
+                .command(std::path::Path::new("/usr/bin/script"), &["-qec", line, "/dev/null"])
                 .stdin(Stdio::null())
                 .output()
                 .unwrap();
             text(&out.stdout)
         };
         let probe_on_host = env.workspace.path().join("escape");
-        let control = run_in_tty(&plain, probe_on_host.to_str().unwrap());
+        let control = run_in_tty(&format!("{} tiocsti 1", probe_on_host.display()));
         assert!(
             control.contains("tiocsti=ok"),
             "{}: control failed, the test cannot see injection: {control}",
             who.label()
         );
-        let boxed = run_in_tty(&id, "/workspace/escape");
+        let store = env.store.path().to_str().unwrap().to_owned();
+        let boxed = run_in_tty(&format!(
+            "{} --store {store} exec {id} -- /workspace/escape tiocsti 1",
+            tinybox_tests::bin("tinybox").display()
+        ));
         assert!(boxed.contains("tiocsti="), "{}: probe did not run: {boxed}", who.label());
         assert!(!boxed.contains("tiocsti=ok"), "{}: TIOCSTI succeeded from inside the box: {boxed}", who.label());
         assert!(!boxed.contains("devtty=opened"), "{}: the box has a controlling terminal: {boxed}", who.label());

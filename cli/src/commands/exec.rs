@@ -45,11 +45,14 @@ pub async fn run_in(
     timeout: Option<Duration>,
     interactive: bool,
 ) -> Result<u8, Error> {
-    let stdio =
+    let (stdio, pumps) =
         crate::stdio::command_stdio(interactive).map_err(|e| Error::io("cannot prepare the command's streams", e))?;
     let reason = Arc::new(Mutex::new(None));
     let stop = stop_signal(timeout, reason.clone());
-    let outcome = app.engine.exec(id, request, stdio, target, stop).await?;
+    let ran = app.engine.exec(id, request, stdio, target, stop).await;
+    // The command's output reaches the caller before anything tinybox says.
+    pumps.finish().await;
+    let outcome = ran?;
     let stopped = *reason.lock().expect("stop reason");
     let code = match (outcome.cancelled, stopped) {
         (true, Some(StopReason::TimedOut)) => {
