@@ -263,3 +263,45 @@ fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
 }
+
+/// Runs `tinybox ARGS` with stdout a pipe whose reader is already gone (as
+/// in `tinybox ls | head -1` once head has its line); returns (status, stderr).
+fn run_into_closed_pipe(cli: &Cli, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = cli.cmd(args).stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_output_quietly() {
+    let cli = Cli::new();
+    for _ in 0..3 {
+        cli.create(&["--sandbox", "passthrough"]);
+    }
+    let cases: &[&[&str]] = &[
+        &["ls"],
+        &["--json", "ls"],
+        &["drivers"],
+        &["--json", "drivers"],
+        &["inspect", "box-0"],
+        &["--json", "inspect", "box-0"],
+        &["completions", "bash"],
+        &["create", "--sandbox", "passthrough"],
+        &["rm", "box-1"],
+    ];
+    for args in cases {
+        let (code, err) = run_into_closed_pipe(&cli, args);
+        assert_eq!(code, Some(0), "{args:?}: the command's own status, not a panic's 101: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+    // The commands did their work all the same.
+    let (_, out, _) = cli.run(&["--json", "ls"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = v.as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["box-0", "box-2", "box-3"]);
+    // An error still says itself on stderr, with its own status.
+    let (code, err) = run_into_closed_pipe(&cli, &["--json", "inspect", "box-9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no box named box-9") && !err.contains("panicked"), "{err}");
+}
