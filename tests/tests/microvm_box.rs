@@ -724,10 +724,10 @@ async fn a_create_killed_midway_leaves_a_vm_the_driver_finds_from_the_box_id_alo
     create.extend_from_slice(TCG);
     let mut child =
         tinybox_tests::KillOnDrop(env.cli(&create).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap());
-    // Killed once QEMU has started (its pid file is written when it daemonizes).
+    // Killed once a QEMU of the box runs.
     let deadline = Instant::now() + GUARD;
     let dir = loop {
-        if let Some(dir) = vm_dirs(&env).into_iter().find(|d| d.join("qemu.pid").is_file()) {
+        if let Some(dir) = vm_dirs(&env).into_iter().find(|d| !processes_under(d).is_empty()) {
             break dir;
         }
         assert!(child.0.try_wait().unwrap().is_none(), "the create ended before its VM started");

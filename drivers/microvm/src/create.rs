@@ -64,7 +64,10 @@ pub fn boot_id() -> String {
 pub fn tear_down(dir: &Path) -> Result<(), DriverError> {
     let qemu = vm::stop(&dir.join("qemu.pid"), dir, Duration::from_secs(3));
     let passt = vm::stop(&dir.join("passt.pid"), dir, Duration::from_secs(1));
-    if !(qemu && passt) {
+    // Then whatever names the directory and has no (complete) pid file: a
+    // create killed between starting QEMU and QEMU writing its pid.
+    let rest = vm::kill_all_naming(dir);
+    if !(qemu && passt && rest) {
         return Err(DriverError::failed(format!(
             "the VM in {} would not stop; its processes are still running",
             dir.display()

@@ -246,6 +246,50 @@ pub fn live_pid(file: &Path, dir: &Path) -> Option<Pid> {
     Pid::from_raw(pid)
 }
 
+/// Live processes whose command line names a file in `dir`: a box's QEMU
+/// and passt, found without their pid files — which a create interrupted
+/// early may not have written yet.
+pub fn processes_naming(dir: &Path) -> Vec<Pid> {
+    let mut needle = dir.as_os_str().as_encoded_bytes().to_vec();
+    needle.push(b'/');
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if cmdline.windows(needle.len()).any(|w| w == needle.as_slice())
+            && let Some(pid) = Pid::from_raw(pid)
+            && pid.as_raw_nonzero().get() != std::process::id() as i32
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills every process [`processes_naming`] `dir`; true once none is left.
+pub fn kill_all_naming(dir: &Path) -> bool {
+    for pid in processes_naming(dir) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<Pid> = processes_naming(dir).into_iter().filter(|p| !is_zombie(*p)).collect();
+        if left.is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn is_zombie(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z"))
+        .unwrap_or(true)
+}
+
 /// Stops the process in `file` (TERM, then KILL after `grace`); true once
 /// it is gone.
 pub fn stop(file: &Path, dir: &Path, grace: Duration) -> bool {
