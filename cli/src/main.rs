@@ -79,12 +79,12 @@ fn main() -> ExitCode {
     };
     if let Command::Completions(c) = &cli.command {
         c.print(&mut Cli::command());
-        return ExitCode::SUCCESS;
+        return ExitCode::from(output::exit_code(0));
     }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
     let code = runtime.block_on(commands::dispatch(cli.store, cli.json, cli.command));
-    ExitCode::from(code)
+    ExitCode::from(output::exit_code(code))
 }
 
 /// Help and version print as clap renders them; a usage error is one line

@@ -1,5 +1,7 @@
 //! Presentation: tables for people, JSON for machines, one line per error.
 
+use std::io::{ErrorKind, Write};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use comfy_table::{Table, presets};
@@ -7,9 +9,54 @@ use serde::Serialize;
 use tinybox_core::model::resources::format_size;
 use tinybox_core::model::{BoxInfo, Instance, Lifecycle, Resources, WorkspaceSource};
 
+/// What has become of stdout: still taking output, closed by its reader,
+/// or failing otherwise.
+static STDOUT: AtomicU8 = AtomicU8::new(OPEN);
+const OPEN: u8 = 0;
+const CLOSED: u8 = 1;
+const FAILED: u8 = 2;
+
+/// Writes to stdout; every line the CLI prints goes through here. A reader
+/// that went away (`tinybox ls | head -1`) ends the output, not the command:
+/// later writes are dropped and the exit status stays the command's own, as
+/// it does for a command whose output nobody reads. Any other failure is
+/// said once on stderr, and turns a success into exit status 1 (`exit_code`).
+///
+/// Not SIGPIPE's default action instead: the CLI also writes to its
+/// drivers' pipes, and a driver that dies must be an error core reports,
+/// never a signal that kills the CLI mid-operation.
+pub fn write_out(bytes: &[u8]) {
+    if STDOUT.load(Ordering::SeqCst) != OPEN {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => STDOUT.store(CLOSED, Ordering::SeqCst),
+        Err(e) => {
+            STDOUT.store(FAILED, Ordering::SeqCst);
+            eprintln!("tinybox: cannot write to stdout: {e}; the output is incomplete");
+        }
+    }
+}
+
+/// `println!` through [`write_out`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format!("{}\n", format_args!($($arg)*)).as_bytes())
+    };
+}
+pub(crate) use outln;
+
+/// The exit status for a command that ended with `code`: 1 instead of 0 when
+/// its output could not be written (other than to a reader that left).
+pub fn exit_code(code: u8) -> u8 {
+    if code == 0 && STDOUT.load(Ordering::SeqCst) == FAILED { 1 } else { code }
+}
+
 /// Prints `value` as pretty JSON on stdout.
 pub fn json<T: Serialize>(value: &T) {
-    println!("{}", serde_json::to_string_pretty(value).expect("serializable"));
+    outln!("{}", serde_json::to_string_pretty(value).expect("serializable"));
 }
 
 /// A borderless, left-aligned table with a header row.
@@ -23,7 +70,7 @@ pub fn table(header: &[&str]) -> Table {
 /// Prints a table, trimming each line's trailing padding.
 pub fn print_table(t: &Table) {
     for line in t.to_string().lines() {
-        println!("{}", line.trim_end().strip_prefix(' ').unwrap_or(line.trim_end()));
+        outln!("{}", line.trim_end().strip_prefix(' ').unwrap_or(line.trim_end()));
     }
 }
 
@@ -92,7 +139,7 @@ pub fn print_created(json_output: bool, info: &BoxInfo) {
         json(info);
     } else {
         eprintln!("tinybox: {}", created_summary(info));
-        println!("{}", info.id);
+        outln!("{}", info.id);
     }
 }
 

@@ -1,9 +1,11 @@
 //! Where tinybox keeps things: the store (boxes, templates) and a private
 //! runtime directory for the sockets that carry command streams.
 
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::store::StoreError;
 
 /// The store directory: `TINYBOX_HOME`, else `$XDG_STATE_HOME/tinybox`,
 /// else `~/.local/state/tinybox`.
@@ -16,6 +18,42 @@ pub fn default_store_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
     home.join(".local/state/tinybox")
+}
+
+/// The store directory `dir` resolved (symlinks too, as far as it exists)
+/// and checked before anything is read or written in it: never `/` or a
+/// system directory (a store that is a symlink to /etc would write its
+/// lock files and documents there), and, where it exists, a directory owned
+/// by the caller (another user could swap its files under us). A store that
+/// does not exist yet is made by the caller on its first change.
+pub fn check_store_dir(dir: &Path) -> std::result::Result<PathBuf, StoreError> {
+    let refuse = |problem: String| StoreError::Refused { path: dir.to_owned(), problem };
+    let abs = std::path::absolute(dir).map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+    // The nearest part of the path that exists, resolved, and the rest as written.
+    let (existing, rest) = abs
+        .ancestors()
+        .find_map(|a| Some((std::fs::canonicalize(a).ok()?, abs.strip_prefix(a).ok()?.to_owned())))
+        .ok_or_else(|| refuse("cannot be resolved".into()))?;
+    // (Joining an empty rest would add a trailing slash.)
+    let resolved = if rest.as_os_str().is_empty() { existing } else { existing.join(&rest) };
+    let shown = if resolved == abs { String::new() } else { format!("resolves to {}, which ", resolved.display()) };
+    if resolved == Path::new("/") {
+        return Err(refuse(format!("{shown}is the root of the machine")));
+    }
+    if let Some((sys, what)) = crate::request::SYSTEM_DIRS.iter().find(|(sys, _)| resolved.starts_with(sys)) {
+        return Err(refuse(format!("{shown}is inside {sys} ({what})")));
+    }
+    if rest.as_os_str().is_empty() {
+        let meta = std::fs::metadata(&resolved).map_err(|source| StoreError::Io { path: resolved.clone(), source })?;
+        if !meta.is_dir() {
+            return Err(refuse(format!("{shown}is not a directory")));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(refuse(format!("{shown}belongs to uid {}, not to this user (uid {me})", meta.uid())));
+        }
+    }
+    Ok(resolved)
 }
 
 /// A directory only this user can enter, for stdio sockets:

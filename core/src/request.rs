@@ -362,8 +362,9 @@ impl CreateRequest {
     }
 }
 
-/// System directories, each with what binding it would hand a box.
-const SYSTEM_DIRS: &[(&str, &str)] = &[
+/// System directories, each with what binding it would hand a box (and
+/// what a store there would write into: `paths::check_store_dir`).
+pub(crate) const SYSTEM_DIRS: &[(&str, &str)] = &[
     ("/proc", "the kernel's view of every process"),
     ("/sys", "the kernel's devices and settings"),
     ("/dev", "the machine's devices"),

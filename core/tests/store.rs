@@ -326,3 +326,75 @@ fn templates_never_touch_the_box_document() {
     assert!(!String::from_utf8(before).unwrap().contains("templates"));
     assert!(dir.path().join("templates.lock").exists());
 }
+
+fn open_engine(dir: &std::path::Path) -> Result<tinybox_core::Tinybox, tinybox_core::Error> {
+    tinybox_core::Tinybox::open_with(dir, tinybox_core::driver::DriverConfig::from_env())
+}
+
+#[test]
+fn a_store_that_resolves_into_a_system_directory_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    // /run is a system directory like /etc, and a scratch one: before the
+    // check, opening the store wrote its lock files into the target.
+    let target = std::path::PathBuf::from(format!("/run/tinybox-store-test-{}", std::process::id()));
+    fs::create_dir(&target).unwrap();
+    let cases = [
+        (tmp.path().join("to-run"), Some(target.clone()), "inside /run"),
+        (tmp.path().join("to-etc"), Some("/etc".into()), "resolves to /etc, which is inside /etc"),
+        (tmp.path().join("to-root"), Some("/".into()), "is the root of the machine"),
+        ("/usr/share/tinybox-store-test".into(), None, "inside /usr"),
+    ];
+    let etc_before: Vec<_> = fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).collect();
+    for (store, link_to, expected) in cases {
+        if let Some(to) = &link_to {
+            std::os::unix::fs::symlink(to, &store).unwrap();
+        }
+        let err = open_engine(&store).err().expect("a store in a system directory opened");
+        let text = err.to_string();
+        assert!(text.contains(expected) && text.contains("--store or TINYBOX_HOME"), "{}: {text}", store.display());
+        assert_eq!(text.lines().count(), 1, "{text}");
+    }
+    assert_eq!(fs::read_dir(&target).unwrap().count(), 0, "the refused store wrote into {}", target.display());
+    fs::remove_dir(&target).unwrap();
+    let etc_after: Vec<_> = fs::read_dir("/etc").unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(etc_before, etc_after);
+    assert!(!std::path::Path::new("/usr/share/tinybox-store-test").exists());
+}
+
+#[test]
+fn a_store_of_another_user_is_refused_and_one_of_ours_through_a_symlink_works() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let engine = open_engine(&link).unwrap();
+    engine.store().insert(record("box-0")).unwrap();
+    assert!(real.join("boxes.json").is_file(), "the store is the directory the link names");
+
+    if rustix::process::geteuid().as_raw() != 0 {
+        println!("skipped: the other-user half needs root, to give a directory away");
+        return;
+    }
+    std::os::unix::fs::chown(&real, Some(65534), Some(65534)).unwrap();
+    let before: Vec<_> = fs::read_dir(&real).unwrap().flatten().map(|e| e.file_name()).collect();
+    let err = open_engine(&link).err().expect("another user's store opened").to_string();
+    assert!(err.contains("belongs to uid 65534, not to this user (uid 0)"), "{err}");
+    let after: Vec<_> = fs::read_dir(&real).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn opening_and_reading_a_store_makes_no_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    // One that does not exist yet, and one that exists and is empty.
+    for dir in [tmp.path().join("new/store"), tmp.path().to_owned()] {
+        let engine = open_engine(&dir).unwrap();
+        assert!(engine.list().unwrap().is_empty());
+        assert!(engine.get(&id("box-3")).is_err());
+        let templates = TemplateStore::open(&dir).unwrap();
+        assert!(templates.list().unwrap().is_empty());
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "{}: reading made {left:?}", dir.display());
+    }
+}

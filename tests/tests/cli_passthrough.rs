@@ -5,7 +5,7 @@ use std::io::{BufReader, Write};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tinybox_tests::{Cli, read_line_within};
+use tinybox_tests::{Cli, bin, have, read_line_within, skip};
 
 const GUARD: Duration = Duration::from_secs(30);
 
@@ -262,4 +262,129 @@ fn poll_until(guard: Duration, mut cond: impl FnMut() -> bool) -> bool {
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+/// Runs `tinybox ARGS` with stdout a pipe whose reader is already gone (as
+/// in `tinybox ls | head -1` once head has its line); returns (status, stderr).
+fn run_into_closed_pipe(cli: &Cli, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = cli.cmd(args).stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_output_quietly() {
+    let cli = Cli::new();
+    for _ in 0..3 {
+        cli.create(&["--sandbox", "passthrough"]);
+    }
+    let cases: &[&[&str]] = &[
+        &["ls"],
+        &["--json", "ls"],
+        &["drivers"],
+        &["--json", "drivers"],
+        &["inspect", "box-0"],
+        &["--json", "inspect", "box-0"],
+        &["completions", "bash"],
+        &["create", "--sandbox", "passthrough"],
+        &["rm", "box-1"],
+    ];
+    for args in cases {
+        let (code, err) = run_into_closed_pipe(&cli, args);
+        assert_eq!(code, Some(0), "{args:?}: the command's own status, not a panic's 101: {err}");
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+    }
+    // The commands did their work all the same.
+    let (_, out, _) = cli.run(&["--json", "ls"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = v.as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["box-0", "box-2", "box-3"]);
+    // An error still says itself on stderr, with its own status.
+    let (code, err) = run_into_closed_pipe(&cli, &["--json", "inspect", "box-9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no box named box-9") && !err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_read_only_store_is_read_and_a_write_to_it_is_one_line() {
+    if rustix::process::geteuid().as_raw() != 0 || !have("unshare") {
+        skip("cli_passthrough::read_only_store", "needs root and unshare, for a read-only bind mount");
+        return;
+    }
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "passthrough"]);
+    let store = cli.home.path().to_str().unwrap().to_owned();
+    // Root writes through file modes, not through a read-only mount: bind
+    // the store read-only in a mount namespace of the command's own.
+    let read_only = |args: &[&str]| {
+        let script =
+            r#"store=$1; shift; mount --bind "$store" "$store" && mount -o remount,bind,ro "$store" && exec "$@""#;
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", script, "sh", &store])
+            .arg(bin("tinybox"))
+            .args(["--store", &store])
+            .args(args)
+            .env("TINYBOX_DRIVER_PATH", "")
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = read_only(&["--json", "ls"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("\"id\": \"{id}\"")), "{out}");
+    let (code, out, err) = read_only(&["ls"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&id), "{out}");
+    let (code, out, err) = read_only(&["inspect", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("ready"), "{out}");
+    let (code, _, err) = read_only(&["rm", &id]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("Read-only file system") && err.trim().lines().count() == 1, "{err}");
+    assert_eq!(cli.run(&["--json", "ls"]).1.matches("\"id\"").count(), 1, "the box is still there");
+}
+
+#[test]
+fn a_request_refused_before_any_driver_starts_and_a_listing_leave_no_file_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, tmpdir) = (tmp.path().join("home"), tmp.path().join("tmp"));
+    std::fs::create_dir(&home).unwrap();
+    std::fs::create_dir(&tmpdir).unwrap();
+    let cases: &[(&[&str], i32)] = &[
+        (&["create", "--sandbox", "passthrough", "--pids", "0"], 1),
+        (&["create", "--sandbox", "passthrough", "--cpus", "5000"], 1),
+        (&["create", "--sandbox", "passthrough", "--workspace", "/etc"], 1),
+        (&["exec", "box-0", "--", "true"], 125),
+        (&["ls"], 0),
+        (&["--json", "ls"], 0),
+        (&["template", "ls"], 0),
+        (&["host", "ls"], 0),
+    ];
+    for (args, expected) in cases {
+        // The default store: $HOME/.local/state/tinybox; sockets under $TMPDIR.
+        let out = std::process::Command::new(bin("tinybox"))
+            .args(*args)
+            .env_remove("TINYBOX_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("HOME", &home)
+            .env("TMPDIR", &tmpdir)
+            .env("TINYBOX_DRIVER_PATH", "")
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(*expected), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        for dir in [&home, &tmpdir] {
+            let made: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+            assert!(made.is_empty(), "{args:?} made {made:?}");
+        }
+    }
 }

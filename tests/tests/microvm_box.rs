@@ -317,7 +317,13 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
             assert_eq!(vm["capabilities"]["isolation"], "hardware", "{vm}");
             continue;
         }
-        assert!(detail.contains("no KVM") && detail.contains("--accel tcg"), "{}: {detail}", who.label());
+        // Known to fail, or not probed yet (a handshake never probes; the
+        // first create that needs KVM does).
+        assert!(
+            (detail.contains("no KVM") || detail.contains("KVM not yet probed")) && detail.contains("--accel tcg"),
+            "{}: {detail}",
+            who.label()
+        );
         assert_eq!(vm["capabilities"]["isolation"], "kernel", "without KVM the driver never declares hardware: {vm}");
         let ws = env.workspace.path().to_str().unwrap().to_owned();
         for extra in [&[][..], &["--accel", "kvm"][..]] {
@@ -651,4 +657,112 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
         assert!(inspect.contains(&format!("land as {uid}:{gid}, mode 0640")), "{label}: {inspect}");
         remove_and_check_clean(&env, &id);
     }
+}
+
+#[test]
+fn listing_drivers_writes_nothing_in_the_cache_or_the_store() {
+    need_microvm!("microvm_box::handshake");
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, cache, store) = (tmp.path().join("home"), tmp.path().join("cache"), tmp.path().join("store"));
+    std::fs::create_dir(&home).unwrap();
+    let out = std::process::Command::new(tinybox_tests::bin("tinybox"))
+        .arg("--store")
+        .arg(&store)
+        .args(["--json", "drivers"])
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", &cache)
+        .env_remove("TINYBOX_CACHE_DIR")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env("TMPDIR", tmp.path())
+        .env("TINYBOX_DRIVER_PATH", "")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let drivers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let vm = drivers.as_array().unwrap().iter().find(|d| d["name"] == "microvm").unwrap().clone();
+    assert_eq!(vm["health"]["ok"], true, "{vm}");
+    // No verdict was recorded in this cache, so nothing proves KVM: never claim it.
+    assert_eq!(vm["capabilities"]["isolation"], "kernel", "{vm}");
+    assert!(!cache.exists(), "the handshake made {}", cache.display());
+    // Core makes each driver's (empty) state directory before its handshake
+    // (driver protocol 5.1); no file may appear anywhere.
+    let mut files = Vec::new();
+    let mut todo = vec![tmp.path().to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            if entry.file_type().unwrap().is_dir() {
+                todo.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    assert_eq!(files, Vec::<PathBuf>::new(), "a listing wrote files");
+}
+
+#[test]
+fn more_vcpus_than_the_host_has_are_refused_under_emulation_at_once() {
+    need_microvm!("microvm_box::host_cpus");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let host = std::thread::available_parallelism().map_or(1, usize::from);
+    let cpus = (host + 1).max(64).to_string();
+    let started = Instant::now();
+    let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--cpus", &cpus, "--memory", "256M"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{cpus} vCPUs on a {host}-CPU host were accepted");
+    assert!(err.contains(&format!("cpu limit {cpus} is more than the {host} CPUs this host has")), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // A bound on a refusal, not a speed claim: accepted, such a box took 80 s to boot.
+    assert!(started.elapsed() < Duration::from_secs(30), "the refusal took {:?}", started.elapsed());
+    assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]");
+    assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
+    assert_eq!(processes_under(env.store.path()), vec![]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_killed_midway_leaves_a_vm_the_driver_finds_from_the_box_id_alone() {
+    need_microvm!("microvm_box::interrupted");
+    use tinybox_core::driver::{Drivers, Timeouts};
+    use tinybox_core::model::{BoxId, HostName, SandboxName};
+    use tinybox_sdk::protocol::BoxRef;
+
+    let (env, _reaper) = env_for(&Principal::Me);
+    let mut create = vec!["create"];
+    create.extend_from_slice(TCG);
+    let mut child =
+        tinybox_tests::KillOnDrop(env.cli(&create).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap());
+    // Killed once a QEMU of the box runs.
+    let deadline = Instant::now() + GUARD;
+    let dir = loop {
+        if let Some(dir) = vm_dirs(&env).into_iter().find(|d| !processes_under(d).is_empty()) {
+            break dir;
+        }
+        assert!(child.0.try_wait().unwrap().is_none(), "the create ended before its VM started");
+        assert!(Instant::now() < deadline, "no VM directory with a QEMU within {GUARD:?}");
+        tokio::task::yield_now().await;
+    };
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    assert!(!processes_under(&dir).is_empty(), "QEMU outlives the killed create: {}", dir.display());
+    let ls: serde_json::Value = serde_json::from_str(&run_ok(&env, &["--json", "ls"])).unwrap();
+    assert_eq!(ls[0]["phase"], "creating", "{ls}");
+    assert!(ls[0]["workspace"].is_null(), "an interrupted create's record has no handle: {ls}");
+    assert_eq!(dir.file_name().unwrap(), "box-0", "the VM directory is named after the box");
+
+    // What `tinybox rm` needs of the driver: destroy from the identifier, with no handle.
+    let mut config = tinybox_tests::driver_config(
+        &[],
+        Timeouts { handshake: Duration::from_secs(10), operation: GUARD, cancel: Duration::from_secs(10) },
+    );
+    config.state_dir = Some(env.store.path().join("drivers"));
+    let drivers = Drivers::new(config);
+    let link = drivers.sandbox(&SandboxName::new("microvm").unwrap(), &HostName::new("local").unwrap()).await.unwrap();
+    link.destroy(BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: serde_json::Value::Null }).await.unwrap();
+    drivers.close().await;
+    assert_eq!(processes_under(&dir), vec![], "QEMU of the interrupted create still runs");
+    assert!(!dir.exists(), "{} is still there", dir.display());
+    run_ok(&env, &["rm", "box-0"]);
+    assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]");
 }

@@ -9,6 +9,10 @@ pub struct CompletionsCmd {
 
 impl CompletionsCmd {
     pub fn print(&self, cmd: &mut clap::Command) {
-        clap_complete::generate(self.shell, cmd, "tinybox", &mut std::io::stdout());
+        // Rendered first: clap_complete panics on a write error, and stdout may
+        // be a pipe its reader has closed.
+        let mut script = Vec::new();
+        clap_complete::generate(self.shell, cmd, "tinybox", &mut script);
+        crate::output::write_out(&script);
     }
 }

@@ -9,6 +9,7 @@ use tinybox_core::model::HostName;
 
 use super::App;
 use crate::output;
+use crate::output::outln;
 
 #[derive(Debug, Subcommand)]
 pub enum HostCmd {
@@ -65,7 +66,7 @@ impl HostCmd {
                 if app.json {
                     output::json(&added);
                 } else {
-                    println!("{}", added.name);
+                    outln!("{}", added.name);
                 }
             }
             HostCmd::Ls => {
@@ -98,7 +99,7 @@ impl HostCmd {
                 if app.json {
                     output::json(&serde_json::json!({ "removed": name }));
                 } else {
-                    println!("{name}");
+                    outln!("{name}");
                 }
             }
         }

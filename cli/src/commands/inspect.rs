@@ -4,6 +4,7 @@ use tinybox_core::model::BoxId;
 
 use super::App;
 use crate::output;
+use crate::output::outln;
 
 #[derive(Debug, Args)]
 pub struct InspectCmd {
@@ -60,7 +61,7 @@ impl InspectCmd {
         let snaps: Vec<String> = info.snapshots.iter().map(|s| s.id.to_string()).collect();
         rows.push(("snapshots", if snaps.is_empty() { "none".into() } else { snaps.join(", ") }));
         for (k, v) in rows {
-            println!("{k:<10} {v}");
+            outln!("{k:<10} {v}");
         }
         Ok(0)
     }

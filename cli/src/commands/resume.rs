@@ -4,6 +4,7 @@ use tinybox_core::model::BoxId;
 
 use super::App;
 use crate::output;
+use crate::output::outln;
 
 #[derive(Debug, Args)]
 pub struct ResumeCmd {
@@ -19,7 +20,7 @@ impl ResumeCmd {
         } else {
             let from = info.snapshots.last().map(|s| format!(" from snapshot {}", s.id)).unwrap_or_default();
             eprintln!("tinybox: resumed{from}: {}", output::created_summary(&info));
-            println!("{}", info.id);
+            outln!("{}", info.id);
         }
         Ok(0)
     }

@@ -3,6 +3,7 @@ use tinybox_core::Error;
 use tinybox_core::model::BoxId;
 
 use super::App;
+use crate::output::outln;
 
 #[derive(Debug, Args)]
 pub struct RmCmd {
@@ -29,7 +30,7 @@ impl RmCmd {
             crate::output::json(&serde_json::json!({ "removed": removed, "failed": failed }));
         } else {
             for id in &removed {
-                println!("{id}");
+                outln!("{id}");
             }
         }
         Ok(if failed.is_empty() { 0 } else { 1 })

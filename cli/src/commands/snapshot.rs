@@ -3,6 +3,7 @@ use tinybox_core::Error;
 use tinybox_core::model::BoxId;
 
 use super::App;
+use crate::output::outln;
 
 #[derive(Debug, Args)]
 pub struct SnapshotCmd {
@@ -15,7 +16,7 @@ impl SnapshotCmd {
         if app.json {
             crate::output::json(&record);
         } else {
-            println!("{}", record.id);
+            outln!("{}", record.id);
         }
         Ok(0)
     }

@@ -3,6 +3,7 @@ use tinybox_core::Error;
 use tinybox_core::model::BoxId;
 
 use super::App;
+use crate::output::outln;
 
 #[derive(Debug, Args)]
 pub struct StopCmd {
@@ -21,7 +22,7 @@ impl StopCmd {
                 "tinybox: stopped {} as snapshot {snapshot}; `tinybox resume {}` brings it back",
                 info.id, info.id
             );
-            println!("{}", info.id);
+            outln!("{}", info.id);
         }
         Ok(0)
     }

@@ -4,6 +4,7 @@ use tinybox_core::model::{BoxId, TemplateName};
 
 use super::App;
 use crate::output;
+use crate::output::outln;
 
 #[derive(Debug, Subcommand)]
 pub enum TemplateCmd {
@@ -20,7 +21,7 @@ impl TemplateCmd {
         match self {
             TemplateCmd::Save { name, id } => {
                 let t = app.engine.template_save(name, &id).await?;
-                if app.json { output::json(&t) } else { println!("{} {}", t.name, t.snapshot) }
+                if app.json { output::json(&t) } else { outln!("{} {}", t.name, t.snapshot) }
             }
             TemplateCmd::Ls => {
                 let all = app.engine.template_list()?;
@@ -44,7 +45,7 @@ impl TemplateCmd {
             }
             TemplateCmd::Rm { name } => {
                 let t = app.engine.template_remove(&name)?;
-                if app.json { output::json(&t) } else { println!("{}", t.name) }
+                if app.json { output::json(&t) } else { outln!("{}", t.name) }
             }
         }
         Ok(0)

@@ -8,6 +8,7 @@ use tinybox_core::verify::{self, Options, Report, Status};
 use super::App;
 use tinybox_core::request::merge_options;
 
+use crate::output::outln;
 use crate::{args, output};
 
 #[derive(Debug, Args)]
@@ -47,7 +48,7 @@ impl VerifyCmd {
 
 fn print(r: &Report) {
     let options: Vec<String> = r.create_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    println!(
+    outln!(
         "sandbox {} ({}), isolation {}, boxes from {}{}",
         r.sandbox,
         r.driver_path.as_deref().unwrap_or("built in"),
@@ -70,9 +71,9 @@ fn print(r: &Report) {
         .iter()
         .map(|o| format!("{} {}ms{}", o.op, o.latency_ms, if o.ok { "" } else { " (failed)" }))
         .collect();
-    println!("operations: {}", if ops.is_empty() { "none".into() } else { ops.join(", ") });
+    outln!("operations: {}", if ops.is_empty() { "none".into() } else { ops.join(", ") });
     let count = |s: Status| r.claims.iter().filter(|c| c.status == s).count();
-    println!(
+    outln!(
         "{}: {} passed, {} failed, {} skipped, {} not claimed",
         if r.passed() { "verified" } else { "NOT VERIFIED" },
         count(Status::Pass),

@@ -50,7 +50,7 @@ impl Tinybox {
         };
         let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
         let exec_id = self.next_exec_id();
-        let socket = self.runtime_dir.join(format!("{exec_id}.sock"));
+        let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
         // A file by this name can only be left by a dead process whose pid we
         // now have: nothing live owns it.
         let _ = std::fs::remove_file(&socket);

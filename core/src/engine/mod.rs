@@ -42,7 +42,8 @@ pub struct Tinybox {
     templates: Option<TemplateStore>,
     clock: Arc<dyn Clock>,
     pub(crate) drivers: Drivers,
-    runtime_dir: PathBuf,
+    /// Made on first use (`runtime_dir`).
+    runtime_dir: std::sync::OnceLock<PathBuf>,
     /// The store's directory, for a file store: where settings, hosts and
     /// verdicts live beside the boxes. `None` for an in-memory store.
     pub(crate) store_dir: Option<PathBuf>,
@@ -71,7 +72,11 @@ impl Tinybox {
     /// The engine over the file store in `store_dir`, with `drivers`' search
     /// directories and timeouts; the hosts come from the store's hosts file,
     /// and drivers keep their state in `<store_dir>/drivers/<name>`.
+    /// Opening makes nothing: the store's files are made by its first
+    /// change, and the runtime directory by the first command that needs
+    /// a socket, so a request refused before that leaves no file behind.
     pub fn open_with(store_dir: &Path, mut drivers: DriverConfig) -> Result<Tinybox> {
+        let store_dir = &crate::paths::check_store_dir(store_dir)?;
         let store = Arc::new(FileStore::open(store_dir)?);
         let templates = TemplateStore::open(store_dir)?;
         drivers.hosts = crate::hosts::HostStore::open(store_dir)?.table()?;
@@ -95,7 +100,7 @@ impl Tinybox {
             templates,
             clock,
             drivers: Drivers::new(drivers),
-            runtime_dir: crate::paths::runtime_dir()?,
+            runtime_dir: std::sync::OnceLock::new(),
             store_dir: None,
             verifier: None,
         })
@@ -141,6 +146,15 @@ impl Tinybox {
         let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
         let r = link.inspect(BoxRef { box_id: info.id.clone(), handle: ws.handle.clone() }).await?;
         Ok(BoxView { info, state: r.state, state_detail: r.detail })
+    }
+
+    /// The private directory for stdio sockets, made when first needed.
+    fn runtime_dir(&self) -> Result<&Path> {
+        if let Some(dir) = self.runtime_dir.get() {
+            return Ok(dir);
+        }
+        let dir = crate::paths::runtime_dir()?;
+        Ok(self.runtime_dir.get_or_init(|| dir))
     }
 
     /// Unique among live processes: the pid names this process, the counter

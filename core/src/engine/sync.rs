@@ -176,7 +176,7 @@ impl Tinybox {
     /// for its output, which it returns.
     async fn run_captured(&self, link: &HostLink, argv: Vec<String>, stdin: Option<OwnedFd>) -> Result<Captured> {
         let exec_id = self.next_exec_id();
-        let socket = self.runtime_dir.join(format!("{exec_id}.sock"));
+        let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
         let _ = std::fs::remove_file(&socket);
         let stdin = match stdin {
             Some(fd) => fd,

@@ -59,15 +59,13 @@ pub(crate) struct JsonDoc<T> {
 }
 
 impl<T: Document> JsonDoc<T> {
-    /// `<dir>/<name>.json`, locked through `<dir>/<name>.lock`. Creates the
-    /// directory (mode 0700: boxes and templates are the user's own).
+    /// `<dir>/<name>.json`, locked through `<dir>/<name>.lock`. Touches
+    /// nothing: the directory (mode 0700: boxes and templates are the
+    /// user's own) and the lock file are made by the first change, so
+    /// reading a store, or a request refused before it changes anything,
+    /// leaves no file behind.
     pub(crate) fn open(dir: impl Into<PathBuf>, name: &str) -> Result<Self, StoreError> {
         let dir = dir.into();
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| StoreError::Io { path: dir.clone(), source })?;
         Ok(JsonDoc {
             path: dir.join(format!("{name}.json")),
             lock: dir.join(format!("{name}.lock")),
@@ -82,8 +80,27 @@ impl<T: Document> JsonDoc<T> {
     }
 
     /// The document as it is on disk; empty if it was never written.
+    ///
+    /// Under the shared lock when the lock file exists, which needs only
+    /// read access to it, so a read-only store (a read-only mount, a
+    /// directory the caller cannot write) is read under the lock like any
+    /// other. When the lock file does not exist, the document is read
+    /// without it rather than creating it: the lock file is never removed
+    /// and every writer creates it before it locks, so its absence means no
+    /// writer has taken the lock yet, and reading now is reading before that
+    /// writer's change. Either way the reader sees a whole document, since a
+    /// writer only ever replaces it by rename.
     pub(crate) fn read(&self) -> Result<T, StoreError> {
-        let _lock = self.lock(false)?;
+        let _lock = match OpenOptions::new().read(true).open(&self.lock) {
+            Ok(file) => {
+                // Fully qualified: std's File has inherent methods of the
+                // same names that method syntax would pick over fs4's.
+                FileExt::lock_shared(&file).map_err(self.io(&self.lock))?;
+                Some(file)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.io(&self.lock)(e)),
+        };
         self.load()
     }
 
@@ -91,7 +108,12 @@ impl<T: Document> JsonDoc<T> {
     /// result back if `f` succeeded and changed it. A document that fails to
     /// load is never written over.
     pub(crate) fn modify<R>(&self, f: impl FnOnce(&mut T) -> Result<R, StoreError>) -> Result<R, StoreError> {
-        let _lock = self.lock(true)?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(|source| StoreError::Io { path: self.dir.clone(), source })?;
+        let _lock = self.lock_exclusive()?;
         let before = self.load()?;
         let mut doc = before.clone();
         let out = f(&mut doc)?;
@@ -107,9 +129,10 @@ impl<T: Document> JsonDoc<T> {
         move |source| StoreError::Io { path, source }
     }
 
-    /// Held until the returned file is dropped: closing the descriptor
-    /// releases the lock, and the kernel does so too if the process dies.
-    fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
+    /// The exclusive lock, held until the returned file is dropped: closing
+    /// the descriptor releases it, and the kernel does so too if the
+    /// process dies.
+    fn lock_exclusive(&self) -> Result<File, StoreError> {
         // A fresh descriptor per operation: flock locks belong to the open
         // file description, so two threads sharing one would not exclude
         // each other.
@@ -121,10 +144,7 @@ impl<T: Document> JsonDoc<T> {
             .mode(0o600)
             .open(&self.lock)
             .map_err(self.io(&self.lock))?;
-        // Fully qualified: std's File has inherent methods of the same names
-        // that method syntax would pick over fs4's.
-        let locked = if exclusive { FileExt::lock(&file) } else { FileExt::lock_shared(&file) };
-        locked.map_err(self.io(&self.lock))?;
+        FileExt::lock(&file).map_err(self.io(&self.lock))?;
         Ok(file)
     }
 
@@ -213,8 +233,8 @@ pub struct FileStore {
 }
 
 impl FileStore {
-    /// A store in `dir`, created (mode 0700) if missing. The document is
-    /// not read until the first operation.
+    /// A store in `dir`. Nothing is read or made until the first operation;
+    /// the directory (mode 0700) is created by the first change.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
         Ok(FileStore { doc: JsonDoc::open(dir, "boxes")? })
     }
@@ -281,11 +301,24 @@ mod tests {
     }
 
     #[test]
-    fn open_creates_a_private_directory() {
+    fn the_first_change_creates_a_private_directory_and_nothing_before_it_does() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("a/b");
-        FileStore::open(&dir).unwrap();
+        let store = FileStore::open(&dir).unwrap();
+        assert!(store.list().unwrap().is_empty());
+        assert!(store.get(&BoxId::new("box-0").unwrap()).unwrap().is_none());
+        assert!(!tmp.path().join("a").exists(), "opening and reading made a directory");
+        store.insert(record("box-0")).unwrap();
         assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        assert_eq!(store.list().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn reading_an_existing_store_creates_no_lock_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = FileStore::open(tmp.path()).unwrap();
+        assert!(store.list().unwrap().is_empty());
+        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0, "a read left a file");
     }
 
     #[test]

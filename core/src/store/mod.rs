@@ -39,6 +39,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The store's path leads somewhere tinybox must not keep records.
+    #[error("store {path} {problem}; choose a directory of your own with --store or TINYBOX_HOME")]
+    Refused { path: PathBuf, problem: String },
     #[error("could not allocate a box identifier after {0} attempts")]
     Exhausted(usize),
 }

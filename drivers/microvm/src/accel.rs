@@ -3,7 +3,8 @@
 //! kernel then hangs at 100% CPU. So the answer comes from booting the
 //! box's own kernel and initramfs under KVM and waiting (bounded) for the
 //! agent's hello. The result is cached per boot of this machine, per
-//! kernel, initramfs and QEMU, so only the first command after a boot pays.
+//! kernel and QEMU, so only the first create after a boot pays; a
+//! handshake only reads the cached verdict.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -39,23 +40,31 @@ fn file_key(h: &mut blake3::Hasher, path: &Path) {
     }
 }
 
-/// KVM's status, from the cache in `cache_dir` or a fresh probe (which
-/// boots the initramfs `initramfs` builds).
-pub fn kvm_status(
-    qemu: &Path,
-    kernel: &Path,
-    cache_dir: &Path,
-    initramfs: impl FnOnce() -> Result<PathBuf, String>,
-) -> KvmStatus {
+/// What is known of KVM here without running or writing anything:
+/// `Some(Err)` when /dev/kvm cannot be opened, `Some` of the recorded
+/// verdict when a probe already ran for this boot, kernel and QEMU, and
+/// `None` when only a probe can tell (the handshake's case on a fresh
+/// machine: it changes nothing, so it never probes).
+pub fn known_kvm_status(qemu: &Path, kernel: &Path, cache_dir: &Path) -> Option<KvmStatus> {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        return Err(match e.kind() {
+        return Some(Err(match e.kind() {
             std::io::ErrorKind::NotFound => "there is no /dev/kvm (no hardware virtualization here)".into(),
             std::io::ErrorKind::PermissionDenied => {
                 "cannot open /dev/kvm (permission denied; add this user to the kvm group)".into()
             }
             _ => format!("cannot open /dev/kvm ({e})"),
-        });
+        }));
     }
+    let cached = std::fs::read(verdict_file(cache_dir)).ok()?;
+    let c = serde_json::from_slice::<Cached>(&cached).ok()?;
+    (c.key == verdict_key(qemu, kernel)).then_some(if c.usable { Ok(c.reason) } else { Err(c.reason) })
+}
+
+fn verdict_file(cache_dir: &Path) -> PathBuf {
+    cache_dir.join("kvm-probe.json")
+}
+
+fn verdict_key(qemu: &Path, kernel: &Path) -> String {
     let mut h = blake3::Hasher::new();
     h.update(b"kvm-probe-v3\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
@@ -63,18 +72,22 @@ pub fn kvm_status(
     for p in [qemu, kernel] {
         file_key(&mut h, p);
     }
-    let key = h.finalize().to_hex().to_string();
-    let cache = cache_dir.join("kvm-probe.json");
-    if let Some(c) = std::fs::read(&cache).ok().and_then(|b| serde_json::from_slice::<Cached>(&b).ok())
-        && c.key == key
-    {
-        return if c.usable { Ok(c.reason) } else { Err(c.reason) };
+    h.finalize().to_hex().to_string()
+}
+
+/// KVM's status: the known one, else a probe booting `initramfs` under KVM,
+/// whose verdict is recorded in `cache_dir` for every later driver process
+/// (and handshake) of this boot. Run by a create, never by a handshake.
+pub fn kvm_status(qemu: &Path, kernel: &Path, cache_dir: &Path, initramfs: &Path) -> KvmStatus {
+    if let Some(known) = known_kvm_status(qemu, kernel, cache_dir) {
+        return known;
     }
-    let result = initramfs().and_then(|i| probe(qemu, kernel, &i, cache_dir));
+    let result = probe(qemu, kernel, initramfs, cache_dir);
     let record = match &result {
-        Ok(r) => Cached { key, usable: true, reason: r.clone() },
-        Err(r) => Cached { key, usable: false, reason: r.clone() },
+        Ok(r) => Cached { key: verdict_key(qemu, kernel), usable: true, reason: r.clone() },
+        Err(r) => Cached { key: verdict_key(qemu, kernel), usable: false, reason: r.clone() },
     };
+    let cache = verdict_file(cache_dir);
     if let Ok(bytes) = serde_json::to_vec(&record) {
         let tmp = cache.with_extension(format!("tmp-{}", std::process::id()));
         if std::fs::write(&tmp, bytes).is_ok() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tinybox_sdk::model::{IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
+use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
 use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError};
 
 use crate::setup::Setup;
@@ -64,7 +64,10 @@ pub fn boot_id() -> String {
 pub fn tear_down(dir: &Path) -> Result<(), DriverError> {
     let qemu = vm::stop(&dir.join("qemu.pid"), dir, Duration::from_secs(3));
     let passt = vm::stop(&dir.join("passt.pid"), dir, Duration::from_secs(1));
-    if !(qemu && passt) {
+    // Then whatever names the directory and has no (complete) pid file: a
+    // create killed between starting QEMU and QEMU writing its pid.
+    let rest = vm::kill_all_naming(dir);
+    if !(qemu && passt && rest) {
         return Err(DriverError::failed(format!(
             "the VM in {} would not stop; its processes are still running",
             dir.display()
@@ -80,8 +83,13 @@ pub fn tear_down(dir: &Path) -> Result<(), DriverError> {
 /// The acceleration a box gets: what it asked for, else the operator's
 /// configured choice, else KVM where it works. Emulation is never chosen
 /// for the caller.
+/// Asking for KVM runs the KVM probe if no verdict is known yet.
 pub fn choose_accel(s: &Setup, asked: Option<Accel>) -> Result<Accel, DriverError> {
-    match (asked.or(s.default_accel), &s.kvm) {
+    let wanted = asked.or(s.default_accel);
+    if wanted == Some(Accel::Tcg) {
+        return Ok(Accel::Tcg);
+    }
+    match (wanted, &s.kvm()?) {
         (Some(Accel::Tcg), _) => Ok(Accel::Tcg),
         (_, Ok(_)) => Ok(Accel::Kvm),
         (Some(Accel::Kvm), Err(why)) => Err(DriverError::unavailable(format!("--accel kvm: {why}"))),
@@ -134,26 +142,50 @@ pub fn resources(r: &Resources) -> Result<(u32, u64), DriverError> {
     Ok((cpus as u32, memory_mib))
 }
 
-/// A fresh runtime directory for box `box_id` under `state`, private to this user.
-fn make_dir(state: &Path, box_id: &str) -> Result<PathBuf, DriverError> {
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let dir = state.join("vms").join(format!("{box_id}-{:x}", nonce & 0xffff_ffff_ffff));
-    let fail = |e: std::io::Error| DriverError::failed(format!("cannot make {}: {e}", dir.display()));
-    std::fs::create_dir_all(dir.parent().expect("vms dir")).map_err(fail)?;
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(fail)?;
+/// The runtime directory of box `box_id`'s VM under `state`, the store's
+/// own state directory: named after the box alone, so that a record with
+/// no handle (a create interrupted before it returned one) still leads to
+/// everything the box made. A store's identifiers are unique, so the name
+/// is too; the namespace adds nothing within one store.
+pub fn vm_dir(state: &Path, box_id: &BoxId) -> PathBuf {
+    state.join("vms").join(box_id.as_str())
+}
+
+/// A fresh runtime directory for box `box_id` under `state`, private to
+/// this user. One left there already belongs to an earlier box of the same
+/// identifier whose record is gone (the store only hands out a free one):
+/// whatever it still runs is stopped, and it is removed first.
+fn make_dir(state: &Path, box_id: &BoxId) -> Result<PathBuf, DriverError> {
+    let dir = vm_dir(state, box_id);
     if vm::port_socket(&dir, vm::PORTS - 1).as_os_str().len() > 100 {
-        let _ = std::fs::remove_dir_all(&dir);
         return Err(DriverError::invalid(format!(
             "the box directory {} is too deep for a UNIX socket path (at most 108 bytes); use a shorter TINYBOX_HOME",
             dir.display()
         )));
     }
+    tear_down(&dir)?;
+    let fail = |e: std::io::Error| DriverError::failed(format!("cannot make {}: {e}", dir.display()));
+    std::fs::create_dir_all(dir.parent().expect("vms dir")).map_err(fail)?;
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(fail)?;
     Ok(dir)
+}
+
+/// Refuses more vCPUs than the host has under emulation, where each is a
+/// host thread that emulates a CPU flat out: beyond the host's count they
+/// only take turns, and booting took minutes (64 on 2 cores: 80 s).
+pub fn check_host_cpus(cpus: u32, accel: Accel, host_cpus: usize) -> Result<(), DriverError> {
+    if accel == Accel::Tcg && cpus as usize > host_cpus {
+        return Err(DriverError::invalid(format!(
+            "cpu limit {cpus} is more than the {host_cpus} CPUs this host has; under emulation (--accel tcg) a box gets at most {host_cpus} vCPUs"
+        )));
+    }
+    Ok(())
 }
 
 /// Makes box `p` under `state` with `accel`; on any failure nothing of it is left.
 pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> Result<CreateResult, DriverError> {
     let (cpus, memory_mib) = resources(&p.resources)?;
+    check_host_cpus(cpus, accel, std::thread::available_parallelism().map_or(1, usize::from))?;
     let passt = match (p.network == Some(NetworkPolicy::Egress), &s.passt) {
         (true, None) => {
             return Err(DriverError::unavailable(
@@ -162,7 +194,7 @@ pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> 
         }
         (egress, passt) => passt.clone().filter(|_| egress),
     };
-    let dir = make_dir(state, p.box_id.as_str())?;
+    let dir = make_dir(state, &p.box_id)?;
     let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt).await;
     if result.is_err() {
         let _ = tear_down(&dir);
@@ -207,10 +239,13 @@ async fn boot(
     let caller = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
     let (runas, files_as) = qemu_user(caller, owner);
     let (image, cache) = (s.kernel.clone(), s.cache.clone());
-    let kernel = tokio::task::spawn_blocking(move || guest::boot_kernel(&image, &cache))
-        .await
-        .map_err(|e| DriverError::failed(format!("preparing the kernel failed: {e}")))?
-        .map_err(|e| DriverError::failed(format!("cannot prepare the kernel {}: {e}", s.kernel.image.display())))?;
+    let kernel = tokio::task::spawn_blocking(move || {
+        crate::setup::make_cache(&cache).map_err(std::io::Error::other)?;
+        guest::boot_kernel(&image, &cache)
+    })
+    .await
+    .map_err(|e| DriverError::failed(format!("preparing the kernel failed: {e}")))?
+    .map_err(|e| DriverError::failed(format!("cannot prepare the kernel {}: {e}", s.kernel.image.display())))?;
     let egress = match passt {
         None => None,
         Some(passt) => Some(start_passt(&passt, dir).await?),
@@ -307,6 +342,28 @@ mod tests {
         }
         let err = resources(&limits(Some(1.0), Some(64))).unwrap_err();
         assert!(err.message.contains("64 MiB is below the 128 MiB"), "{}", err.message);
+    }
+
+    #[test]
+    fn emulation_gets_no_more_vcpus_than_the_host_has() {
+        let err = check_host_cpus(64, Accel::Tcg, 2).unwrap_err();
+        assert!(err.message.contains("cpu limit 64 is more than the 2 CPUs this host has"), "{}", err.message);
+        assert!(check_host_cpus(2, Accel::Tcg, 2).is_ok());
+        assert!(check_host_cpus(64, Accel::Kvm, 2).is_ok(), "KVM vCPUs are scheduled like threads");
+    }
+
+    #[test]
+    fn a_box_s_vm_directory_follows_from_its_identifier_alone() {
+        let state = Path::new("/s/drivers/microvm");
+        let id = BoxId::new("box-1").unwrap();
+        assert_eq!(vm_dir(state, &id), Path::new("/s/drivers/microvm/vms/box-1"));
+        // What a later create of the same identifier finds is cleared first.
+        let tmp = tempfile::tempdir().unwrap();
+        let stale = vm_dir(tmp.path(), &id);
+        std::fs::create_dir_all(stale.join("workspace")).unwrap();
+        std::fs::write(stale.join("qemu.pid"), "999999999").unwrap();
+        assert_eq!(make_dir(tmp.path(), &id).unwrap(), stale);
+        assert_eq!(std::fs::read_dir(&stale).unwrap().count(), 0, "the stale directory's files are gone");
     }
 
     #[test]

@@ -49,8 +49,10 @@ use crate::vm::Accel;
 struct Microvm {
     /// Found in the handshake (`configure`), from its configuration.
     setup: OnceLock<Result<Setup, String>>,
-    /// Where this store keeps VM runtime directories (the handshake's state dir).
-    state: OnceLock<PathBuf>,
+    /// Where this store keeps VM runtime directories: the handshake's state
+    /// directory, private to one store, so a box's directory can be named
+    /// after its identifier alone (`create::vm_dir`).
+    state: OnceLock<Option<PathBuf>>,
     running: session::Running,
 }
 
@@ -65,8 +67,7 @@ impl Microvm {
 impl SandboxDriver for Microvm {
     fn configure(&self, host: &HostHandle) {
         let _ = self.setup.set(setup::setup(host));
-        let _ =
-            self.state.set(host.state_dir().map(Path::to_path_buf).unwrap_or_else(|| setup::cache_dir().join("state")));
+        let _ = self.state.set(host.state_dir().map(Path::to_path_buf));
     }
 
     fn info(&self) -> DriverInfo {
@@ -75,7 +76,13 @@ impl SandboxDriver for Microvm {
 
     fn capabilities(&self) -> SandboxCapabilities {
         let (isolation, pids) = match self.setup() {
-            Ok(s) => (if s.kvm.is_ok() { IsolationLevel::Hardware } else { IsolationLevel::Kernel }, s.pids_cgroup),
+            // Hardware only on a recorded verdict that KVM boots a guest: before
+            // any create has probed, the handshake (which never probes) claims
+            // Kernel, what every box of this sandbox has at least.
+            Ok(s) => {
+                let kvm = matches!(s.kvm_known, Some(Ok(_)));
+                (if kvm { IsolationLevel::Hardware } else { IsolationLevel::Kernel }, s.pids_cgroup)
+            }
             Err(_) => (IsolationLevel::Kernel, false),
         };
         let mut limits = vec![Limit::Cpu, Limit::Memory];
@@ -111,6 +118,11 @@ impl SandboxDriver for Microvm {
                 }
             }
         }
+        let state = self
+            .state
+            .get()
+            .and_then(Option::as_ref)
+            .ok_or_else(|| DriverError::unavailable("the microvm sandbox needs the state directory core offers in the handshake (its VMs' runtime files live there), and got none"))?;
         let accel = create::choose_accel(s, asked)?;
         // The VM's ports are sockets on this machine: its host must be this machine.
         let there =
@@ -120,7 +132,6 @@ impl SandboxDriver for Microvm {
                 "the microvm sandbox runs its VMs on the machine tinybox runs on; this box's host is another machine",
             ));
         }
-        let state = self.state.get().ok_or_else(|| DriverError::failed("the driver was asked before its handshake"))?;
         create::launch(s, state, &p, accel).await
     }
 
@@ -149,9 +160,19 @@ impl SandboxDriver for Microvm {
         session::run(&handle.dir, &claim, &exec, stdio, &p.exec_id, &self.running).await
     }
 
+    /// With the box's handle, or with none (a create that never finished,
+    /// whose record holds only the identifier): the VM's directory is named
+    /// after the box, so it is found either way.
     async fn destroy(&self, _host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
-        let handle = Handle::parse(&target.handle)?;
-        tokio::task::spawn_blocking(move || create::tear_down(&handle.dir))
+        let dir = if target.handle.is_null() {
+            let state = self.state.get().and_then(Option::as_ref).ok_or_else(|| {
+                DriverError::not_found(format!("no state directory, so no VM of box {} to find", target.box_id))
+            })?;
+            create::vm_dir(state, &target.box_id)
+        } else {
+            Handle::parse(&target.handle)?.dir
+        };
+        tokio::task::spawn_blocking(move || create::tear_down(&dir))
             .await
             .map_err(|e| DriverError::failed(format!("stopping the VM failed: {e}")))?
     }
@@ -216,10 +237,14 @@ impl Microvm {
         match self.setup() {
             Err(e) => Health::unavailable(e.message),
             Ok(s) => {
-                let accel = match &s.kvm {
-                    Ok(detail) => format!("KVM: {detail}"),
-                    Err(why) => format!(
+                let accel = match &s.kvm_known {
+                    Some(Ok(detail)) => format!("KVM: {detail}"),
+                    Some(Err(why)) => format!(
                         "no KVM ({why}); boxes run only under emulation, opted into with --accel tcg or \"accel\": \"tcg\" in {}",
+                        s.config_path
+                    ),
+                    None => format!(
+                        "KVM not yet probed (/dev/kvm opens; the first create that needs KVM boots a test guest to find out, and until it works isolation is declared kernel); emulation is opted into with --accel tcg or \"accel\": \"tcg\" in {}",
                         s.config_path
                     ),
                 };
@@ -250,10 +275,13 @@ fn main() {
                 eprintln!("tinybox-driver-microvm: {e}");
                 std::process::exit(1)
             });
-            let kernel = guest::boot_kernel(&s.kernel, &s.cache).unwrap_or_else(|e| {
-                eprintln!("tinybox-driver-microvm: {e}");
-                std::process::exit(1)
-            });
+            let kernel = setup::make_cache(&s.cache)
+                .map_err(|e| e.to_string())
+                .and_then(|()| guest::boot_kernel(&s.kernel, &s.cache).map_err(|e| e.to_string()))
+                .unwrap_or_else(|e| {
+                    eprintln!("tinybox-driver-microvm: {e}");
+                    std::process::exit(1)
+                });
             let launch = vm::Launch {
                 accel: Accel::Tcg,
                 kernel,

@@ -1,8 +1,9 @@
 //! What boxes are made from on this machine: the driver's configuration,
 //! QEMU, busybox-static, the guest kernel and its modules, the cache, and
-//! whether KVM can run a guest — found once per driver process, in the
-//! handshake. The initramfs itself is built only when a create (or a KVM
-//! probe) needs it.
+//! what is known of KVM — found once per driver process, in the handshake,
+//! which reads and never writes (the protocol: a handshake changes
+//! nothing). The cache, the initramfs and the KVM probe's verdict are made
+//! when a create first needs them.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -43,7 +44,12 @@ pub struct Setup {
     initramfs: OnceLock<Result<PathBuf, String>>,
     pub cache: PathBuf,
     pub passt: Option<PathBuf>,
-    pub kvm: accel::KvmStatus,
+    /// KVM's verdict as the handshake found it: `None` until a create has
+    /// probed it (on this boot, kernel and QEMU). The declaration claims
+    /// Hardware only on a recorded `Ok`.
+    pub kvm_known: Option<accel::KvmStatus>,
+    /// The verdict this process probed for a create, when none was known.
+    kvm_probed: OnceLock<accel::KvmStatus>,
     pub default_accel: Option<Accel>,
     /// Where the operator's configuration lives, for messages.
     pub config_path: String,
@@ -149,21 +155,18 @@ pub fn setup_from(config: Config, config_path: String) -> Result<Setup, String> 
         .and_then(|b| std::fs::read_to_string(b.join(format!("config-{}", kernel.release))).ok())
         .is_some_and(|c| c.lines().any(|l| l == "CONFIG_CGROUP_PIDS=y"));
     let cache = cache_dir();
-    std::fs::create_dir_all(&cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))?;
-    let initramfs = OnceLock::new();
-    let kvm = accel::kvm_status(&qemu, &kernel.image, &cache, || {
-        initramfs.get_or_init(|| build_initramfs(&busybox_path, &plan, &cache)).clone()
-    });
+    let kvm_known = accel::known_kvm_status(&qemu, &kernel.image, &cache);
     let passt = config.passt.clone().or_else(|| which("passt"));
     Ok(Setup {
         qemu,
         kernel,
         plan,
         busybox: busybox_path,
-        initramfs,
+        initramfs: OnceLock::new(),
         cache,
         passt,
-        kvm,
+        kvm_known,
+        kvm_probed: OnceLock::new(),
         default_accel,
         config_path,
         pids_cgroup,
@@ -172,6 +175,7 @@ pub fn setup_from(config: Config, config_path: String) -> Result<Setup, String> 
 
 /// The initramfs for this busybox and module plan, built once and cached.
 fn build_initramfs(busybox_path: &Path, plan: &guest::ModulePlan, cache: &Path) -> Result<PathBuf, String> {
+    make_cache(cache)?;
     let busybox = std::fs::read(busybox_path).map_err(|e| format!("cannot read {}: {e}", busybox_path.display()))?;
     let list = std::process::Command::new(busybox_path)
         .arg("--list-full")
@@ -182,7 +186,26 @@ fn build_initramfs(busybox_path: &Path, plan: &guest::ModulePlan, cache: &Path) 
     guest::cached_initramfs(&inputs, cache).map_err(|e| format!("cannot build the initramfs: {e}"))
 }
 
+/// Makes the cache directory: by a create, never by a handshake.
+pub fn make_cache(cache: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(cache).map_err(|e| format!("cannot make {}: {e}", cache.display()))
+}
+
 impl Setup {
+    /// KVM's verdict for a create: the known one, else a probe (a few
+    /// seconds, once per boot of the machine; blocking).
+    pub fn kvm(&self) -> Result<accel::KvmStatus, DriverError> {
+        if let Some(known) = &self.kvm_known {
+            return Ok(known.clone());
+        }
+        if let Some(probed) = self.kvm_probed.get() {
+            return Ok(probed.clone());
+        }
+        let initramfs = self.initramfs()?;
+        let status = accel::kvm_status(&self.qemu, &self.kernel.image, &self.cache, &initramfs);
+        Ok(self.kvm_probed.get_or_init(|| status).clone())
+    }
+
     pub fn initramfs(&self) -> Result<PathBuf, DriverError> {
         self.initramfs
             .get_or_init(|| build_initramfs(&self.busybox, &self.plan, &self.cache))

@@ -230,8 +230,11 @@ pub fn ports_for(memory_mib: u64) -> usize {
 pub fn live_pid(file: &Path, dir: &Path) -> Option<Pid> {
     let pid: i32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let needle = dir.as_os_str().as_encoded_bytes();
-    if !cmdline.windows(needle.len()).any(|w| w == needle) {
+    // Every path of ours in its arguments is a file in `dir`; the slash keeps
+    // box-1's directory from matching box-10's.
+    let mut needle = dir.as_os_str().as_encoded_bytes().to_vec();
+    needle.push(b'/');
+    if !cmdline.windows(needle.len()).any(|w| w == needle.as_slice()) {
         return None;
     }
     // A zombie still has a cmdline only until reaped; its state says.
@@ -241,6 +244,50 @@ pub fn live_pid(file: &Path, dir: &Path) -> Option<Pid> {
         return None;
     }
     Pid::from_raw(pid)
+}
+
+/// Live processes whose command line names a file in `dir`: a box's QEMU
+/// and passt, found without their pid files — which a create interrupted
+/// early may not have written yet.
+pub fn processes_naming(dir: &Path) -> Vec<Pid> {
+    let mut needle = dir.as_os_str().as_encoded_bytes().to_vec();
+    needle.push(b'/');
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if cmdline.windows(needle.len()).any(|w| w == needle.as_slice())
+            && let Some(pid) = Pid::from_raw(pid)
+            && pid.as_raw_nonzero().get() != std::process::id() as i32
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills every process [`processes_naming`] `dir`; true once none is left.
+pub fn kill_all_naming(dir: &Path) -> bool {
+    for pid in processes_naming(dir) {
+        let _ = kill_process(pid, Signal::KILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<Pid> = processes_naming(dir).into_iter().filter(|p| !is_zombie(*p)).collect();
+        if left.is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn is_zombie(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero()))
+        .map(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z"))
+        .unwrap_or(true)
 }
 
 /// Stops the process in `file` (TERM, then KILL after `grace`); true once
@@ -548,5 +595,34 @@ mod tests {
         assert_eq!(live_pid(&file, &dir), None);
         assert!(stop(&file, &dir, Duration::from_millis(1)), "nothing to stop is stopped");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn box_1_s_directory_never_claims_box_10_s_process() {
+        let vms = tempfile::tempdir().unwrap();
+        let (one, ten) = (vms.path().join("box-1"), vms.path().join("box-10"));
+        std::fs::create_dir(&one).unwrap();
+        std::fs::create_dir(&ten).unwrap();
+        // A process whose arguments name a file in box-10's directory, as QEMU's do.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read line"])
+            .arg(ten.join("qemu.pid"))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        for dir in [&one, &ten] {
+            std::fs::write(dir.join("qemu.pid"), child.id().to_string()).unwrap();
+        }
+        // Until it has exec'd, the child's command line is this test's (bounded poll).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default().starts_with(b"sh\0") {
+            assert!(Instant::now() < deadline, "sh did not start");
+            std::thread::yield_now();
+        }
+        let found = |dir: &Path| live_pid(&dir.join("qemu.pid"), dir).map(|p| p.as_raw_nonzero().get());
+        assert_eq!(found(&ten), Some(child.id() as i32));
+        assert_eq!(found(&one), None, "a stale pid file of box-1 named box-10's process");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }
