@@ -288,3 +288,43 @@ fn a_fork_of_a_workspace_box_still_binds_its_directory_as_its_owner() {
     assert_eq!((code, out.as_str()), (0, "forked\n"), "{err}");
     assert_eq!(cli.run(&["rm", &from]).0, 0);
 }
+
+/// A create that never answered (its caller killed after `docker run`)
+/// leaves a `creating` record and a running container. `rm` finds the
+/// container from the record alone — its namespace and identifier — and
+/// removes both; the leftover is made here by hand, so the test does not
+/// depend on winning a race with a kill.
+#[test]
+fn rm_removes_what_an_interrupted_create_left() {
+    need_docker!("docker_lifecycle::rm_removes_what_an_interrupted_create_left");
+    let ns = Namespace::new("interrupted");
+    let cli = Cli::new();
+    let id = tinybox_core::model::BoxId::new("box-0").unwrap();
+    let mut spec = BoxSpec::new(Placement::new(
+        tinybox_core::model::HostName::local(),
+        tinybox_core::model::SandboxName::new("docker").unwrap(),
+    ));
+    spec.namespace = ns.name.clone();
+    let store = tinybox_core::store::FileStore::open(cli.home.path()).unwrap();
+    tinybox_core::store::Store::insert(&store, tinybox_core::model::BoxInfo::creating(id, spec, Some(1))).unwrap();
+    let container = ns.container("box-0");
+    let label = format!("tinybox.namespace={}", ns.name);
+    docker_ok(&["run", "-d", "--name", &container, "--label", &label, docker::BASE_IMAGE, "sleep", "600"]);
+
+    let (_, listing, _) = cli.run(&["--json", "ls"]);
+    let boxes: serde_json::Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(boxes[0]["phase"], "creating", "{listing}");
+    let (code, _, err) = cli.run(&["rm", "box-0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(docker(&["container", "inspect", &container]).0, 0, "rm left the container {container} behind");
+    assert_eq!(cli.run(&["--json", "ls"]).1.trim(), "[]");
+    // Nothing there any more: a second leftover record is still forgotten.
+    let id = tinybox_core::model::BoxId::new("box-0").unwrap();
+    let mut spec = BoxSpec::new(Placement::new(
+        tinybox_core::model::HostName::local(),
+        tinybox_core::model::SandboxName::new("docker").unwrap(),
+    ));
+    spec.namespace = ns.name.clone();
+    tinybox_core::store::Store::insert(&store, tinybox_core::model::BoxInfo::creating(id, spec, Some(1))).unwrap();
+    assert_eq!(cli.run(&["rm", "box-0"]).0, 0);
+}

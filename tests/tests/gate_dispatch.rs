@@ -333,3 +333,17 @@ async fn a_driver_is_handed_a_private_state_dir_in_the_store() {
     assert!(expected.is_dir());
     assert_eq!(std::fs::metadata(&expected).unwrap().permissions().mode() & 0o777, 0o700);
 }
+
+/// A record whose create never answered has no handle; removing it asks
+/// the sandbox to destroy what it made for the box's namespace and
+/// identifier, then forgets the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_an_interrupted_box_asks_its_sandbox_to_destroy_it() {
+    let s = Setup::new();
+    let id = tinybox_core::model::BoxId::new("box-0").unwrap();
+    s.engine.store().insert(tinybox_core::model::BoxInfo::creating(id.clone(), s.spec(), Some(1))).unwrap();
+    bounded("remove", s.engine.remove(&id)).await.expect("removed");
+    assert!(s.engine.list().unwrap().is_empty());
+    bounded("closing the engine", s.engine.close()).await;
+    assert_eq!(s.calls(), ["handshake", "sandbox.destroy"]);
+}

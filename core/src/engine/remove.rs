@@ -6,7 +6,7 @@ use tinybox_sdk::protocol::{BoxRef, ErrorCode};
 
 use super::Tinybox;
 use crate::error::{Error, Result};
-use crate::model::{BoxInfo, Instance};
+use crate::model::{BoxInfo, Instance, Phase};
 
 /// What reaping did to one box.
 #[derive(Debug, Clone, Serialize)]
@@ -25,6 +25,21 @@ impl Tinybox {
         let info = self.get(id)?;
         for instance in info.runner.iter().chain(info.workspace.iter()) {
             self.destroy_instance(id, instance).await?;
+        }
+        if info.phase == Phase::Creating {
+            // The create never answered, so there is no handle: each driver
+            // finds what it made from the box's namespace and identifier.
+            let mut placements = vec![&info.spec.workspace];
+            if info.spec.has_separate_runner() {
+                placements.push(&info.spec.runner);
+            }
+            for placement in placements {
+                let link = self.drivers.sandbox(&placement.sandbox, &placement.host).await?;
+                match link.destroy(BoxRef::interrupted(id.clone(), &info.spec.namespace)).await {
+                    Err(Error::Driver { code: ErrorCode::NotFound, .. }) | Ok(()) => {}
+                    Err(e) => return Err(e),
+                }
+            }
         }
         // A local directory on a remote host was synced there for this box.
         let host = &info.spec.workspace.host;

@@ -243,9 +243,13 @@ impl Docker {
     }
 
     pub async fn destroy(&self, host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
-        let handle = Handle::of(&target)?;
-        let done = host.capture(argv::remove(&handle.container)).await?;
-        if done.success() { Ok(()) } else { Err(failure::error(&format!("docker rm {}", handle.container), &done)) }
+        // A box whose create never answered is found by its name alone.
+        let container = match target.interrupted_namespace() {
+            Some(namespace) => argv::container_name(namespace, target.box_id.as_str()),
+            None => Handle::of(&target)?.container,
+        };
+        let done = host.capture(argv::remove(&container)).await?;
+        if done.success() { Ok(()) } else { Err(failure::error(&format!("docker rm {container}"), &done)) }
     }
 
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {

@@ -471,3 +471,15 @@ fn config_defaults_to_busybox() {
         assert_eq!(Config::from_env(), Config { base_image: "busybox:latest".into() });
     }
 }
+
+#[tokio::test]
+async fn an_interrupted_box_is_found_by_its_name_alone() {
+    let host = FakeHost::replying(|_| ok(""));
+    let target = BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1");
+    docker().destroy(&host, target.clone()).await.unwrap();
+    assert_eq!(commands(&host), [argv::remove("tinybox-ns1-box-3")]);
+    // Nothing there: read as already gone, so core forgets the record.
+    let host = FakeHost::replying(|_| failed(1, "Error response from daemon: No such container: tinybox-ns1-box-3"));
+    let err = docker().destroy(&host, target).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
+}

@@ -164,7 +164,7 @@ impl SandboxDriver for Microvm {
     /// whose record holds only the identifier): the VM's directory is named
     /// after the box, so it is found either way.
     async fn destroy(&self, _host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
-        let dir = if target.handle.is_null() {
+        let dir = if target.handle.is_null() || target.interrupted_namespace().is_some() {
             let state = self.state.get().and_then(Option::as_ref).ok_or_else(|| {
                 DriverError::not_found(format!("no state directory, so no VM of box {} to find", target.box_id))
             })?;

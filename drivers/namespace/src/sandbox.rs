@@ -147,6 +147,14 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
 }
 
 pub async fn destroy(host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
+    if target.interrupted_namespace().is_some() {
+        // Its create starts no process that outlives it. The one thing an
+        // unanswered create can leave is the private temporary workspace
+        // of a box given none (mktemp's random name, which only the lost
+        // answer knew): it holds nothing of the caller's and is left to
+        // the system's temporary-file cleaning.
+        return Err(DriverError::not_found(format!("box {} left nothing behind", target.box_id)));
+    }
     let handle = Handle::parse(&target.handle)?;
     if !handle.owned {
         // The directory is the caller's own; the box never owned it.

@@ -200,6 +200,23 @@ pub struct BoxRef {
     pub handle: serde_json::Value,
 }
 
+impl BoxRef {
+    /// A box whose create never answered (the caller was killed, the
+    /// driver died): core has no handle for it, so `sandbox.destroy` gets
+    /// `{"interrupted": {"namespace": NS}}` and the driver removes whatever
+    /// it makes for (namespace, box id), answering not-found when nothing
+    /// is there.
+    pub fn interrupted(box_id: BoxId, namespace: &str) -> BoxRef {
+        BoxRef { box_id, handle: serde_json::json!({ "interrupted": { "namespace": namespace } }) }
+    }
+
+    /// The namespace of an [`BoxRef::interrupted`] box; `None` for a box
+    /// whose create answered.
+    pub fn interrupted_namespace(&self) -> Option<&str> {
+        self.handle.get("interrupted")?.get("namespace")?.as_str()
+    }
+}
+
 /// `sandbox.exec`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecParams {
