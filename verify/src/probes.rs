@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use tinybox_sdk::model::{BoxId, WorkspaceSource};
 
-use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Kit, Status, run};
-use crate::error::Result;
-use crate::model::BoxSpec;
+use tinybox_core::Result;
+use tinybox_core::model::BoxSpec;
+
+use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, run};
 
 type Verdict = (Status, String);
 
@@ -36,7 +37,7 @@ impl Bystander {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .map_err(|e| crate::Error::io("cannot start a bystander process (sleep) for the probe", e))?;
+            .map_err(|e| tinybox_core::Error::io("cannot start a bystander process (sleep) for the probe", e))?;
         Ok(Bystander(child))
     }
 
@@ -57,21 +58,31 @@ fn rc_of(stdout: &str) -> Option<i32> {
     stdout.lines().find_map(|l| l.trim().strip_prefix("rc=")?.parse().ok())
 }
 
-pub(super) async fn probe(kit: &mut Kit<'_>, name: &str, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
-    match name {
-        "isolation.process.cannot_signal_caller" => cannot_signal(kit, id).await,
-        "isolation.kernel.host_processes" => host_processes(kit, id).await,
-        "isolation.kernel.env_clean" => env_clean(kit, id).await,
-        "isolation.kernel.only_stdio_fds" => only_stdio_fds(kit, id).await,
-        "isolation.hardware.own_kernel" => own_kernel(kit, id).await,
-        "limit.cpu" => cpu(kit, id).await,
-        "limit.memory" => memory(kit, id).await,
-        "limit.pids" => pids(kit, id).await,
-        "limit.disk" => Ok((Status::Skipped, "the kit has no disk-quota probe yet".into())),
-        "network.deny" => network_deny(kit, id).await,
-        "snapshot.filesystem" => snapshot(kit, id, spec).await,
-        "feature.pause_resume" => Ok((Status::Skipped, "core has no pause/resume operation to probe".into())),
-        other => Ok((Status::Skipped, format!("no probe for {other}"))),
+/// Runs the probe of property claim `claim`. Fork and port forwarding,
+/// which need boxes of their own, and the protocol claims run elsewhere.
+pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
+    match claim {
+        Claim::ProcessCannotSignalCaller => cannot_signal(kit, id).await,
+        Claim::KernelHostProcesses => host_processes(kit, id).await,
+        Claim::KernelEnvClean => env_clean(kit, id).await,
+        Claim::KernelOnlyStdioFds => only_stdio_fds(kit, id).await,
+        Claim::HardwareOwnKernel => own_kernel(kit, id).await,
+        Claim::LimitCpu => cpu(kit, id).await,
+        Claim::LimitMemory => memory(kit, id).await,
+        Claim::LimitPids => pids(kit, id).await,
+        Claim::LimitDisk => Ok((Status::Skipped, "the kit has no disk-quota probe yet".into())),
+        Claim::NetworkDeny => network_deny(kit, id).await,
+        Claim::SnapshotFilesystem => snapshot(kit, id, spec).await,
+        Claim::FeaturePauseResume => Ok((Status::Skipped, "core has no pause/resume operation to probe".into())),
+        Claim::FeatureFork
+        | Claim::FeaturePortForward
+        | Claim::ProtocolCallBeforeHandshake
+        | Claim::ProtocolIncompatibleVersion
+        | Claim::ProtocolUnknownMethod
+        | Claim::ProtocolInvalidParams
+        | Claim::ProtocolConcurrentCalls
+        | Claim::ProtocolLargeBinaryStream
+        | Claim::ProtocolCancellation => Ok((Status::Skipped, format!("{claim} has no probe of its own"))),
     }
 }
 
