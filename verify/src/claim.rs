@@ -11,6 +11,7 @@ use tinybox_sdk::model::{Feature, IsolationLevel, Limit, SandboxCapabilities, Sn
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Claim {
     ProcessCannotSignalCaller,
+    ProcessEnvRoundTrip,
     KernelHostProcesses,
     KernelEnvClean,
     KernelOnlyStdioFds,
@@ -50,8 +51,9 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 21] = [
+    pub const ALL: [Claim; 22] = [
         Claim::ProcessCannotSignalCaller,
+        Claim::ProcessEnvRoundTrip,
         Claim::KernelHostProcesses,
         Claim::KernelEnvClean,
         Claim::KernelOnlyStdioFds,
@@ -78,6 +80,7 @@ impl Claim {
     pub fn name(self) -> &'static str {
         match self {
             Claim::ProcessCannotSignalCaller => "isolation.process.cannot_signal_caller",
+            Claim::ProcessEnvRoundTrip => "isolation.process.env_round_trip",
             Claim::KernelHostProcesses => "isolation.kernel.host_processes",
             Claim::KernelEnvClean => "isolation.kernel.env_clean",
             Claim::KernelOnlyStdioFds => "isolation.kernel.only_stdio_fds",
@@ -110,7 +113,7 @@ impl Claim {
     pub fn requirement(self) -> Requirement {
         use IsolationLevel::{Hardware, Kernel, Process};
         match self {
-            Claim::ProcessCannotSignalCaller => Requirement::Isolation(Process),
+            Claim::ProcessCannotSignalCaller | Claim::ProcessEnvRoundTrip => Requirement::Isolation(Process),
             Claim::KernelHostProcesses | Claim::KernelEnvClean | Claim::KernelOnlyStdioFds => {
                 Requirement::Isolation(Kernel)
             }
@@ -205,7 +208,14 @@ mod tests {
     #[test]
     fn the_report_order_is_today_s_with_protocol_claims_last() {
         let names: Vec<&str> = Claim::ALL.iter().map(|c| c.name()).collect();
-        assert_eq!(names[..2], ["isolation.process.cannot_signal_caller", "isolation.kernel.host_processes"]);
+        assert_eq!(
+            names[..3],
+            [
+                "isolation.process.cannot_signal_caller",
+                "isolation.process.env_round_trip",
+                "isolation.kernel.host_processes"
+            ]
+        );
         let first_protocol = Claim::ALL.iter().position(|c| c.is_protocol()).unwrap();
         assert!(Claim::ALL[first_protocol..].iter().all(|c| c.is_protocol()), "{names:?}");
         for (i, c) in Claim::ALL.iter().enumerate() {

@@ -358,6 +358,10 @@ impl Kit<'_> {
             Err(e) => self.skip_all(&format!("could not run a command in the box: {e}")),
         }
         self.remove("rm", &id).await;
+        let env = Claim::ProcessEnvRoundTrip;
+        if env.declared_by(&self.caps) && !self.claims.iter().any(|c| c.claim == env) {
+            self.env_round_trip(source.clone()).await;
+        }
         if Claim::FeaturePortForward.declared_by(&self.caps) {
             self.port_forward(source).await;
         }
@@ -376,7 +380,8 @@ impl Kit<'_> {
             self.record(Claim::ProtocolCancellation, status, detail, Some(t.elapsed()));
         }
         for claim in Claim::properties() {
-            if !claim.declared_by(&self.caps) || matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork) {
+            let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip);
+            if !claim.declared_by(&self.caps) || own_box {
                 continue;
             }
             if let Some(why) = self.below_claim(claim) {
@@ -407,6 +412,35 @@ impl Kit<'_> {
             let (status, detail) = protocol::large_binary_stream(self.tb, id).await;
             self.record(Claim::ProtocolLargeBinaryStream, status, detail, Some(t.elapsed()));
         }
+    }
+
+    /// The env round trip runs in a box of its own, made with a variable in
+    /// its environment, so a sandbox that breaks on one fails this claim
+    /// alone instead of leaving no box to probe the others in.
+    async fn env_round_trip(&mut self, source: Option<WorkspaceSource>) {
+        const CLAIM: Claim = Claim::ProcessEnvRoundTrip;
+        if let Some(why) = self.below_claim(CLAIM) {
+            self.record(CLAIM, Status::Skipped, why, None);
+            return;
+        }
+        let mut spec = self.spec(source);
+        spec.env.insert(probes::BOX_ENV.0.into(), probes::BOX_ENV.1.into());
+        let t = Instant::now();
+        let id = match self.create("create (env)", spec).await {
+            Ok(id) => id,
+            Err(e) => {
+                let why =
+                    format!("a box like the kit's first, with a variable in its environment, could not be made: {e}");
+                self.record(CLAIM, Status::Fail, why, Some(t.elapsed()));
+                return;
+            }
+        };
+        let (status, detail) = match probes::env_round_trip(self, &id).await {
+            Ok(v) => v,
+            Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
+        };
+        self.record(CLAIM, status, detail, Some(t.elapsed()));
+        self.remove("rm (env)", &id).await;
     }
 
     async fn port_forward(&mut self, source: Option<WorkspaceSource>) {
