@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use tinybox_core::model::SandboxName;
 use tinybox_core::store::verdicts::Verdict;
 use tinybox_core::trust::Verifier;
-use tinybox_core::verify::{self, Options};
 use tinybox_core::{Error, Tinybox};
+use tinybox_verify::{self as verify, Options};
 
 /// Runs the kit with a spinner, telling the user why it runs.
 pub struct Kit {

@@ -7,6 +7,7 @@
 //! decide — from what a driver declared — whether an operation is allowed
 //! before asking for it.
 
+pub mod capture;
 pub mod clock;
 pub mod driver;
 pub mod engine;
@@ -19,7 +20,6 @@ pub mod request;
 pub mod store;
 pub mod sync;
 pub mod trust;
-pub mod verify;
 
 pub use engine::{BoxView, DriverListing, DriverReport, ExecOutcome, HostAdded, ReapOutcome, Target, Tinybox};
 pub use error::{Error, ErrorKind, Result};

@@ -72,12 +72,12 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
                 return Err(CallError::invalid("exec: buffer_bytes applies to exec.start only"));
             }
             let max = p.max_output()?;
-            let run = start(st, &common, &p, None)?;
-            run.wait(max)
+            crate::exec::captured(st, engine(st, &common)?, launch(&p)?, max)
         }
         "exec.start" => {
             let p: params::ExecParams = params::parse(method, rest)?;
-            let run = start(st, &common, &p, Some(p.buffer()?))?;
+            p.max_output()?;
+            let run = Running::start(st, engine(st, &common)?, launch(&p)?, p.buffer()?)?;
             static NEXT: AtomicU64 = AtomicU64::new(0);
             let handle = format!("exec-{}", NEXT.fetch_add(1, Ordering::SeqCst));
             st.execs.lock().unwrap_or_else(|p| p.into_inner()).insert(handle.clone(), run.clone());
@@ -216,16 +216,15 @@ fn create(st: &State, common: &Common, request: tinybox_core::CreateRequest) -> 
     ok(&created.info)
 }
 
-fn start(st: &State, common: &Common, p: &params::ExecParams, stream: Option<usize>) -> CallResult<Arc<Running>> {
+/// What `exec` or `exec.start` asks to run, validated.
+fn launch(p: &params::ExecParams) -> CallResult<Launch> {
     let request = p.request();
     request.validate().map_err(tinybox_core::Error::from)?;
-    let launch = Launch {
+    Ok(Launch {
         box_id: p.id.clone(),
         request,
         target: if p.runner { Target::Runner } else { Target::Workspace },
         stdin: p.stdin_bytes()?,
         timeout: p.timeout()?,
-    };
-    let max = p.max_output()?;
-    Running::start(st, engine(st, common)?, launch, stream, max)
+    })
 }

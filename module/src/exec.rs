@@ -1,28 +1,28 @@
 //! Running a command with its output captured for the caller, whole
 //! (`exec`) or pulled in pieces while it runs (`exec.start`, `exec.read`,
-//! `exec.wait`, `exec.cancel`). Both are one mechanism: the command's
-//! stdout and stderr are pipes that a thread each drains into a buffer,
-//! read concurrently so a command that fills one while nobody reads the
-//! other cannot stall; its stdin is a private, already-unlinked file, so
-//! feeding it can never block or raise SIGPIPE.
+//! `exec.wait`, `exec.cancel`).
+//!
+//! `exec` is core's captured exec (`tinybox_core::capture`), the one the
+//! conformance kit uses too. The streaming calls keep their own machinery
+//! here: their output outlives the call that started the command, is
+//! pulled across separate host calls on any host thread, and holds the
+//! command back when nobody reads (a bounded buffer per stream, a thread
+//! each draining the pipes) — state between calls that a single awaited
+//! capture has no place for. They share core's stdin file and drain grace.
 
-use std::io::{Read, Seek, Write};
-use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tinybox_core::model::{BoxId, ExecRequest};
+use tinybox_core::capture::{self, Capture, Captured, DRAIN_GRACE};
+use tinybox_core::model::{BoxId, ExecRequest, ExitStatus};
 use tinybox_core::{ExecOutcome, Target, Tinybox};
 use tinybox_sdk::stdio::StdioFds;
 
 use crate::errors::{CallError, CallResult, Code};
 use crate::state::State;
-
-/// How long, after the command ended, its streams may stay open (held by
-/// something it left running) before what arrived is returned as is.
-pub const DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Default bound on what `exec` (or `exec.wait`) keeps of each stream.
 pub const DEFAULT_MAX_OUTPUT: usize = 16 * 1024 * 1024;
 /// Default bound on the unread bytes a streaming exec buffers per stream;
@@ -38,7 +38,7 @@ const NAMES: [&str; 2] = ["stdout", "stderr"];
 enum Mode {
     /// Streaming: hold at most this much unread; the command waits beyond it.
     Stream { buffer: usize },
-    /// Capturing: keep at most this much, drop (and count) the rest.
+    /// Waited for (`exec.wait`): keep at most this much, drop (and count) the rest.
     Capture { limit: usize },
 }
 
@@ -75,7 +75,60 @@ pub struct Launch {
     pub timeout: Option<Duration>,
 }
 
+/// `exec`: runs `launch` to its end with core's captured exec, keeping at
+/// most `max_output` of each stream.
+pub fn captured(state: &State, engine: Arc<Tinybox>, launch: Launch, max_output: usize) -> CallResult<Value> {
+    let Launch { box_id, request, target, stdin, timeout } = launch;
+    let how = Capture { stdin, timeout, ..Capture::new(max_output) };
+    let done: Captured =
+        state.block_on(capture::run(&engine, &box_id, request, target, &how, std::future::pending()))?;
+    let streams = [done.stdout, done.stderr].map(|s| (s.bytes, s.truncated));
+    Ok(result(&box_id, done.status, done.cancelled, done.timed_out, streams))
+}
+
+/// The document `exec` and `exec.wait` return (docs/specs/json-shapes.md).
+fn result(
+    box_id: &BoxId,
+    status: ExitStatus,
+    cancelled: bool,
+    timed_out: bool,
+    streams: [(Vec<u8>, bool); 2],
+) -> Value {
+    let exit_code = match (timed_out, cancelled) {
+        (true, _) => 124,
+        (_, true) => 130,
+        _ => status.shell_code(),
+    };
+    let mut out = Map::new();
+    out.insert("id".into(), json!(box_id));
+    out.insert("status".into(), json!(status));
+    out.insert("exit_code".into(), json!(exit_code));
+    out.insert("timed_out".into(), json!(timed_out));
+    out.insert("cancelled".into(), json!(cancelled));
+    for (which, (bytes, truncated)) in streams.into_iter().enumerate() {
+        put_bytes(&mut out, NAMES[which], bytes);
+        out.insert(format!("{}_truncated", NAMES[which]), json!(truncated));
+    }
+    Value::Object(out)
+}
+
 impl Running {
+    fn new(box_id: BoxId, buffer: usize) -> Running {
+        Running {
+            box_id,
+            shared: Mutex::new(Shared {
+                mode: Mode::Stream { buffer: buffer.max(1) },
+                streams: Default::default(),
+                end: None,
+                ended_at: None,
+            }),
+            changed: Condvar::new(),
+            cancel: tokio::sync::Notify::new(),
+            cancelled: AtomicBool::new(false),
+            timed_out: AtomicBool::new(false),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -84,31 +137,14 @@ impl Running {
         self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts `launch` in `engine`: streaming when `stream_buffer` is set,
-    /// capturing up to `max_output` otherwise.
-    pub fn start(
-        state: &State,
-        engine: Arc<Tinybox>,
-        launch: Launch,
-        stream_buffer: Option<usize>,
-        max_output: usize,
-    ) -> CallResult<Arc<Running>> {
-        let stdin = stdin_file(launch.stdin.as_deref())?;
+    /// Starts `launch` in `engine`, holding at most `buffer` unread bytes
+    /// of each stream before the command waits for the host to read.
+    pub fn start(state: &State, engine: Arc<Tinybox>, launch: Launch, buffer: usize) -> CallResult<Arc<Running>> {
+        let stdin = capture::stdin_file(launch.stdin.as_deref())?;
         let pipe = || std::io::pipe().map_err(|e| CallError::new(Code::Io, format!("cannot make a pipe: {e}")));
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let mode = match stream_buffer {
-            Some(buffer) => Mode::Stream { buffer: buffer.max(1) },
-            None => Mode::Capture { limit: max_output },
-        };
-        let run = Arc::new(Running {
-            box_id: launch.box_id.clone(),
-            shared: Mutex::new(Shared { mode, streams: Default::default(), end: None, ended_at: None }),
-            changed: Condvar::new(),
-            cancel: tokio::sync::Notify::new(),
-            cancelled: AtomicBool::new(false),
-            timed_out: AtomicBool::new(false),
-        });
+        let run = Arc::new(Running::new(launch.box_id.clone(), buffer));
         for (which, reader) in [(STDOUT, out_r), (STDERR, err_r)] {
             let run = run.clone();
             std::thread::Builder::new()
@@ -138,8 +174,8 @@ impl Running {
         Ok(run)
     }
 
-    /// Drains one stream into its buffer until end of file.
-    fn pump(&self, which: usize, mut reader: std::io::PipeReader) {
+    /// Drains one stream until end of file.
+    fn pump(&self, which: usize, mut reader: impl Read) {
         let mut chunk = vec![0u8; 64 * 1024];
         loop {
             let n = match reader.read(&mut chunk) {
@@ -148,24 +184,31 @@ impl Running {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
-            let mut s = self.lock();
-            while let Mode::Stream { buffer } = s.mode {
-                if s.streams[which].unread.len() < buffer {
-                    break;
-                }
-                s = self.wait_changed(s);
-            }
-            let room = match s.mode {
-                Mode::Stream { .. } => n,
-                Mode::Capture { limit } => limit.saturating_sub(s.streams[which].unread.len()).min(n),
-            };
-            let stream = &mut s.streams[which];
-            stream.unread.extend_from_slice(&chunk[..room]);
-            stream.dropped += (n - room) as u64;
-            drop(s);
-            self.changed.notify_all();
+            self.arrived(which, &chunk[..n]);
         }
         self.lock().streams[which].eof = true;
+        self.changed.notify_all();
+    }
+
+    /// Takes `bytes` the command wrote on stream `which`: buffers them,
+    /// first waiting for room while streaming, or keeps what the bound
+    /// allows once waited for.
+    fn arrived(&self, which: usize, bytes: &[u8]) {
+        let mut s = self.lock();
+        while let Mode::Stream { buffer } = s.mode {
+            if s.streams[which].unread.len() < buffer {
+                break;
+            }
+            s = self.wait_changed(s);
+        }
+        let room = match s.mode {
+            Mode::Stream { .. } => bytes.len(),
+            Mode::Capture { limit } => limit.saturating_sub(s.streams[which].unread.len()).min(bytes.len()),
+        };
+        let stream = &mut s.streams[which];
+        stream.unread.extend_from_slice(&bytes[..room]);
+        stream.dropped += (bytes.len() - room) as u64;
+        drop(s);
         self.changed.notify_all();
     }
 
@@ -183,8 +226,9 @@ impl Running {
         self.cancel.notify_one();
     }
 
-    /// The output that arrived since the last read, waiting up to `wait`
-    /// (forever when `None`) for some to arrive, or for both streams to end.
+    /// The output that arrived since the last read, at most `max_bytes` of
+    /// each stream, waiting up to `wait` (forever when `None`) for some to
+    /// arrive, or for both streams to end.
     pub fn read(&self, wait: Option<Duration>, max_bytes: usize) -> Value {
         let asked = wait.map(|w| Instant::now() + w);
         let mut s = self.lock();
@@ -212,7 +256,9 @@ impl Running {
         let mut out = Map::new();
         for which in [STDOUT, STDERR] {
             let b = &mut s.streams[which];
-            let mut n = emittable(b).min(max_bytes.max(4));
+            // The bound is the caller's, exactly: a character longer than
+            // it is handed out in pieces (as base64) rather than overrun it.
+            let mut n = emittable(b).min(max_bytes);
             if n < b.unread.len() {
                 // Never split a UTF-8 sequence between two reads when it can be helped.
                 let cut = n - incomplete_tail(&b.unread[..n]);
@@ -232,14 +278,19 @@ impl Running {
     }
 
     /// Waits for the command's end and returns how it ended with all the
-    /// output not read yet (at most `max_output` more of each stream).
+    /// output not read yet, at most `max_output` of each stream.
     pub fn wait(&self, max_output: usize) -> CallResult<Value> {
         let mut s = self.lock();
-        if let Mode::Stream { .. } = s.mode {
-            // Nobody reads from here on: stop holding the command back.
-            s.mode = Mode::Capture { limit: max_output };
-            self.changed.notify_all();
+        // Nobody reads from here on: stop holding the command back, and
+        // bound what was buffered while streaming as what arrives later.
+        s.mode = Mode::Capture { limit: max_output };
+        for b in &mut s.streams {
+            if b.unread.len() > max_output {
+                b.dropped += (b.unread.len() - max_output) as u64;
+                b.unread.truncate(max_output);
+            }
         }
+        self.changed.notify_all();
         while s.end.is_none() {
             s = self.wait_changed(s);
         }
@@ -254,31 +305,17 @@ impl Running {
         let outcome = s.end.clone().expect("ended")?;
         let timed_out = self.timed_out.load(Ordering::SeqCst) && outcome.cancelled;
         let cancelled = outcome.cancelled && !timed_out;
-        let exit_code = match (timed_out, cancelled) {
-            (true, _) => 124,
-            (_, true) => 130,
-            _ => outcome.status.shell_code(),
-        };
-        let mut out = Map::new();
-        out.insert("id".into(), json!(self.box_id));
-        out.insert("status".into(), json!(outcome.status));
-        out.insert("exit_code".into(), json!(exit_code));
-        out.insert("timed_out".into(), json!(timed_out));
-        out.insert("cancelled".into(), json!(cancelled));
-        for which in [STDOUT, STDERR] {
+        let streams = [STDOUT, STDERR].map(|which| {
             let b = &mut s.streams[which];
             let truncated = b.dropped > 0 || !b.eof;
-            put_bytes(&mut out, NAMES[which], std::mem::take(&mut b.unread));
-            out.insert(format!("{}_truncated", NAMES[which]), json!(truncated));
-        }
+            (std::mem::take(&mut b.unread), truncated)
+        });
         drop(s);
         self.changed.notify_all();
-        Ok(Value::Object(out))
+        Ok(result(&self.box_id, outcome.status, cancelled, timed_out, streams))
     }
 }
 
-/// The unread bytes that may be handed out now: all of them at end of
-/// file, otherwise all but an incomplete UTF-8 sequence at the end.
 fn emittable(b: &StreamBuf) -> usize {
     if b.eof { b.unread.len() } else { b.unread.len() - incomplete_tail(&b.unread) }
 }
@@ -309,32 +346,73 @@ pub fn put_bytes(out: &mut Map<String, Value>, name: &str, bytes: Vec<u8>) {
     };
 }
 
-/// The command's stdin: `/dev/null`, or the given bytes in a file of this
-/// user's private runtime directory, unlinked before the command sees it.
-fn stdin_file(bytes: Option<&[u8]>) -> CallResult<OwnedFd> {
-    let io = |what: &str, e: std::io::Error| CallError::new(Code::Io, format!("{what}: {e}"));
-    let Some(bytes) = bytes else {
-        return Ok(std::fs::File::open("/dev/null").map_err(|e| io("cannot open /dev/null", e))?.into());
-    };
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = tinybox_core::paths::runtime_dir()?;
-    let path = dir.join(format!("stdin-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst)));
-    let _ = std::fs::remove_file(&path);
-    let mut file = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| io(&format!("cannot create {}", path.display()), e))?;
-    let _ = std::fs::remove_file(&path);
-    file.write_all(bytes).map_err(|e| io("cannot write the command's stdin", e))?;
-    file.rewind().map_err(|e| io("cannot write the command's stdin", e))?;
-    Ok(file.into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streaming exec whose command printed `stdout` and nothing on stderr.
+    fn printed(stdout: &[u8], buffer: usize) -> Running {
+        let run = Running::new(BoxId::new("box-0").unwrap(), buffer);
+        run.pump(STDOUT, stdout);
+        run.pump(STDERR, &b""[..]);
+        run
+    }
+
+    fn ended(run: &Running) {
+        run.finish(Ok(ExecOutcome { status: ExitStatus::code(0), cancelled: false }));
+    }
+
+    #[test]
+    fn exec_wait_keeps_its_bound_after_an_exec_read() {
+        let run = printed(&[b'x'; 65_536][..], DEFAULT_STREAM_BUFFER);
+        let first = run.read(Some(Duration::ZERO), 10);
+        assert_eq!(first["stdout"].as_str().unwrap().len(), 10);
+        ended(&run);
+        let end = run.wait(20).unwrap();
+        assert_eq!(end["stdout"].as_str().unwrap().len(), 20, "max_output_bytes 20 after a read of 10");
+        assert_eq!(end["stdout_truncated"], true, "65,506 bytes were dropped");
+        assert_eq!(end["stderr_truncated"], false);
+        assert_eq!(end["exit_code"], 0);
+    }
+
+    #[test]
+    fn output_arriving_after_exec_wait_is_bounded_too() {
+        let run = Arc::new(Running::new(BoxId::new("box-0").unwrap(), DEFAULT_STREAM_BUFFER));
+        run.pump(STDERR, &b""[..]);
+        ended(&run);
+        // The command's output arrives while (or before) wait runs: bounded either way.
+        let late = run.clone();
+        let writer = std::thread::spawn(move || late.pump(STDOUT, &[b'y'; 1000][..]));
+        let end = run.wait(20).unwrap();
+        writer.join().unwrap();
+        assert_eq!(end["stdout"], "y".repeat(20));
+        assert_eq!(end["stdout_truncated"], true);
+    }
+
+    #[test]
+    fn exec_read_never_returns_more_than_max_bytes() {
+        for max in 1..=5 {
+            let run = printed(b"abcdefgh", 1024);
+            let got = run.read(Some(Duration::ZERO), max);
+            assert_eq!(got["stdout"], &"abcdefgh"[..max], "max_bytes {max}");
+            assert_eq!(got["stdout_eof"], false);
+        }
+        // A character longer than the bound comes out in pieces, byte-exact.
+        let snow = "☃".as_bytes();
+        let run = printed(snow, 1024);
+        let mut got = Vec::new();
+        for _ in 0..snow.len() {
+            let piece = run.read(Some(Duration::ZERO), 1);
+            let bytes = crate::base64::decode(piece["stdout_base64"].as_str().expect("a lone byte is base64")).unwrap();
+            assert_eq!(bytes.len(), 1, "{piece}");
+            got.extend(bytes);
+        }
+        assert_eq!(got, snow);
+        // Whole characters that fit are never split.
+        let run = printed("a☃".as_bytes(), 1024);
+        assert_eq!(run.read(Some(Duration::ZERO), 3)["stdout"], "a");
+        assert_eq!(run.read(Some(Duration::ZERO), 3)["stdout"], "☃");
+    }
 
     #[test]
     fn an_incomplete_utf8_sequence_at_the_end_is_held_back() {

@@ -134,6 +134,7 @@ fn namespace_passes_its_claims() {
     assert_eq!(code, 0, "{err}\n{v}");
     for claim in [
         "isolation.process.cannot_signal_caller",
+        "isolation.process.env_round_trip",
         "isolation.kernel.host_processes",
         "isolation.kernel.env_clean",
         "isolation.kernel.only_stdio_fds",
@@ -158,6 +159,7 @@ fn docker_passes_its_claims() {
     assert_eq!(code, 0, "{err}\n{v}");
     for claim in [
         "isolation.process.cannot_signal_caller",
+        "isolation.process.env_round_trip",
         "isolation.kernel.host_processes",
         "isolation.kernel.env_clean",
         "isolation.kernel.only_stdio_fds",
@@ -201,6 +203,9 @@ fn the_python_procuser_driver_passes_its_claims() {
     assert_eq!(code, 0, "{err}\n{v}");
     assert_eq!(v["report"]["declared"]["isolation"], "process");
     assert_status(&v, "isolation.process.cannot_signal_caller", "pass");
+    // Variables set on the command and on the box arrive exactly (it once
+    // passed them to GNU env as `env K=V -- CMD`: exit 127).
+    assert_status(&v, "isolation.process.env_round_trip", "pass");
     assert_status(&v, "limit.memory", "pass");
     assert_status(&v, "limit.pids", "pass");
     // Claimed only what it enforces.
@@ -269,6 +274,7 @@ fn declared_claims(v: &Value) -> Vec<String> {
         }
     };
     add(isolation >= level("process"), "isolation.process.cannot_signal_caller");
+    add(isolation >= level("process"), "isolation.process.env_round_trip");
     for name in ["host_processes", "env_clean", "only_stdio_fds"] {
         add(isolation >= level("kernel"), &format!("isolation.kernel.{name}"));
     }

@@ -1,3 +1,5 @@
+//! `tinybox autosnapshot`: takes every due autosnapshot, for cron.
+
 use tinybox_core::Error;
 use tinybox_core::engine::Autosnapshot;
 

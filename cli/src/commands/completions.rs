@@ -1,3 +1,5 @@
+//! `tinybox completions SHELL`: prints the shell completion script clap generates.
+
 use clap::Args;
 use clap_complete::Shell;
 

@@ -1,3 +1,5 @@
+//! `tinybox create`: makes a box from the flags (core decides and creates).
+
 use clap::Args;
 use tinybox_core::Error;
 

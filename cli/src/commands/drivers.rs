@@ -1,3 +1,5 @@
+//! `tinybox drivers [ls|verify]`: lists installed drivers or verifies one's claims.
+
 use clap::{Args, Subcommand};
 use tinybox_core::Error;
 

@@ -1,3 +1,5 @@
+//! `tinybox exec BOX -- CMD`: runs a command in a box with the caller's streams.
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,3 +1,5 @@
+//! `tinybox fork BOX`: a new box from a box's current state.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

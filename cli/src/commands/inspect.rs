@@ -1,3 +1,5 @@
+//! `tinybox inspect BOX`: what a box is and what confines it.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

@@ -1,3 +1,5 @@
+//! `tinybox ls`: the boxes in the store.
+
 use tinybox_core::Error;
 
 use super::App;

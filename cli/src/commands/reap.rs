@@ -1,3 +1,5 @@
+//! `tinybox reap`: removes expired boxes.
+
 use tinybox_core::Error;
 
 use super::App;

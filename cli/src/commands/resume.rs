@@ -1,3 +1,5 @@
+//! `tinybox resume BOX`: brings a stopped box back.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

@@ -1,3 +1,5 @@
+//! `tinybox rm BOX...`: removes boxes.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

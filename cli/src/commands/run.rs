@@ -1,3 +1,5 @@
+//! `tinybox run`: creates a box, runs one command in it and removes it.
+
 use clap::Args;
 use tinybox_core::{Error, Target};
 

@@ -1,3 +1,5 @@
+//! `tinybox snapshot BOX`: captures a box's filesystem.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

@@ -1,3 +1,5 @@
+//! `tinybox stop BOX`: stops a persistent box, keeping its state.
+
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;

@@ -1,3 +1,5 @@
+//! `tinybox template save|ls|rm`: named snapshots to create boxes from.
+
 use clap::Subcommand;
 use tinybox_core::Error;
 use tinybox_core::model::{BoxId, TemplateName};

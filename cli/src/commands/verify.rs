@@ -1,9 +1,9 @@
 //! `tinybox drivers verify NAME`: the conformance kit's claim checks run
-//! against an installed sandbox (core's `verify` module does the work).
+//! against an installed sandbox (the `tinybox-verify` crate does the work).
 
 use clap::Args;
 use tinybox_core::Error;
-use tinybox_core::verify::{self, Options, Report, Status};
+use tinybox_verify::{self as verify, Options, Report, Status};
 
 use super::App;
 use tinybox_core::request::merge_options;
@@ -63,7 +63,7 @@ fn print(r: &Report) {
             s => s.to_string(),
         };
         let latency = c.latency_ms.map(|m| format!("{m}ms")).unwrap_or_else(|| "-".into());
-        t.add_row(vec![c.name.clone(), result, latency, c.detail.clone()]);
+        t.add_row(vec![c.claim.to_string(), result, latency, c.detail.clone()]);
     }
     output::print_table(&t);
     let ops: Vec<String> = r

@@ -1,3 +1,5 @@
+//! The capability gate's unit tests: each refusal, and what is admitted.
+
 use std::collections::BTreeSet;
 
 use tinybox_sdk::model::{IsolationLevel, Limit, PortMapping, SnapshotId, SourceKind};

@@ -1,3 +1,5 @@
+//! Unit tests of the box model: specs, placements and their defaults.
+
 use super::*;
 
 fn spec() -> BoxSpec {

@@ -1,3 +1,5 @@
+//! Unit tests of the validated names: the permitted set and each rule's error.
+
 use super::*;
 use proptest::prelude::*;
 

@@ -1,3 +1,5 @@
+//! Unit tests of the guest's build: module plans, the kernel and the initramfs.
+
 use std::collections::BTreeMap;
 
 use super::*;

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use tinybox_sdk::model::{BoxId, WorkspaceSource};
 
-use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Kit, Status, run};
-use crate::error::Result;
-use crate::model::BoxSpec;
+use tinybox_core::Result;
+use tinybox_core::model::BoxSpec;
+
+use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, run};
 
 type Verdict = (Status, String);
 
@@ -36,7 +37,7 @@ impl Bystander {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .map_err(|e| crate::Error::io("cannot start a bystander process (sleep) for the probe", e))?;
+            .map_err(|e| tinybox_core::Error::io("cannot start a bystander process (sleep) for the probe", e))?;
         Ok(Bystander(child))
     }
 
@@ -57,21 +58,33 @@ fn rc_of(stdout: &str) -> Option<i32> {
     stdout.lines().find_map(|l| l.trim().strip_prefix("rc=")?.parse().ok())
 }
 
-pub(super) async fn probe(kit: &mut Kit<'_>, name: &str, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
-    match name {
-        "isolation.process.cannot_signal_caller" => cannot_signal(kit, id).await,
-        "isolation.kernel.host_processes" => host_processes(kit, id).await,
-        "isolation.kernel.env_clean" => env_clean(kit, id).await,
-        "isolation.kernel.only_stdio_fds" => only_stdio_fds(kit, id).await,
-        "isolation.hardware.own_kernel" => own_kernel(kit, id).await,
-        "limit.cpu" => cpu(kit, id).await,
-        "limit.memory" => memory(kit, id).await,
-        "limit.pids" => pids(kit, id).await,
-        "limit.disk" => Ok((Status::Skipped, "the kit has no disk-quota probe yet".into())),
-        "network.deny" => network_deny(kit, id).await,
-        "snapshot.filesystem" => snapshot(kit, id, spec).await,
-        "feature.pause_resume" => Ok((Status::Skipped, "core has no pause/resume operation to probe".into())),
-        other => Ok((Status::Skipped, format!("no probe for {other}"))),
+/// Runs the probe of property claim `claim`. The env round trip, fork and
+/// port forwarding, which need boxes of their own, and the protocol claims
+/// run elsewhere.
+pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
+    match claim {
+        Claim::ProcessCannotSignalCaller => cannot_signal(kit, id).await,
+        Claim::KernelHostProcesses => host_processes(kit, id).await,
+        Claim::KernelEnvClean => env_clean(kit, id).await,
+        Claim::KernelOnlyStdioFds => only_stdio_fds(kit, id).await,
+        Claim::HardwareOwnKernel => own_kernel(kit, id).await,
+        Claim::LimitCpu => cpu(kit, id).await,
+        Claim::LimitMemory => memory(kit, id).await,
+        Claim::LimitPids => pids(kit, id).await,
+        Claim::LimitDisk => Ok((Status::Skipped, "the kit has no disk-quota probe yet".into())),
+        Claim::NetworkDeny => network_deny(kit, id).await,
+        Claim::SnapshotFilesystem => snapshot(kit, id, spec).await,
+        Claim::FeaturePauseResume => Ok((Status::Skipped, "core has no pause/resume operation to probe".into())),
+        Claim::ProcessEnvRoundTrip
+        | Claim::FeatureFork
+        | Claim::FeaturePortForward
+        | Claim::ProtocolCallBeforeHandshake
+        | Claim::ProtocolIncompatibleVersion
+        | Claim::ProtocolUnknownMethod
+        | Claim::ProtocolInvalidParams
+        | Claim::ProtocolConcurrentCalls
+        | Claim::ProtocolLargeBinaryStream
+        | Claim::ProtocolCancellation => Ok((Status::Skipped, format!("{claim} has no probe of its own"))),
     }
 }
 
@@ -155,6 +168,45 @@ async fn host_processes(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
             (Status::Pass, format!("the caller's process {pid} is absent from the box's /proc and kill -0 fails"))
         }
     })
+}
+
+/// The variable the env round trip's box carries in its environment (the
+/// box's `env`), with a value no shell, option parser or quoting may alter.
+pub const BOX_ENV: (&str, &str) = ("TINYBOX_VERIFY_BOX", "box: a  b='c' \"d\" $HOME `id` \\e *=f -- ☃");
+/// The variable the env probe's command sets, likewise.
+const COMMAND_ENV: (&str, &str) = ("TINYBOX_VERIFY_COMMAND", "-- command: x=y 'q' \"w\" $(id) ; \\n ☃");
+
+/// Process: a variable set on the command, and one set on the box (`id`
+/// was made with [`BOX_ENV`]), arrive in the box exactly, and the command
+/// runs (a sandbox that turns them into words of a command line breaks on
+/// the first value a parser reads).
+pub(super) async fn env_round_trip(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
+    let out = run(kit.tb, id, &["env"], &[COMMAND_ENV], std::future::pending()).await?;
+    Ok(env_verdict(&out))
+}
+
+/// The env probe's verdict from what `env` printed in the box.
+fn env_verdict(out: &super::Output) -> Verdict {
+    if !out.status.success() {
+        return (
+            Status::Fail,
+            format!("`env` with a variable set failed in the box ({}): {}", out.status, out.stderr_line()),
+        );
+    }
+    let seen: BTreeMap<&str, &str> = out.stdout.lines().filter_map(|l| l.split_once('=')).collect();
+    let mut wrong = Vec::new();
+    for (what, (name, value)) in [("the command's", COMMAND_ENV), ("the box's", BOX_ENV)] {
+        match seen.get(name) {
+            Some(got) if *got == value => {}
+            Some(got) => wrong.push(format!("{what} {name} arrived as {got:?}, not {value:?}")),
+            None => wrong.push(format!("{what} {name} is missing")),
+        }
+    }
+    if wrong.is_empty() {
+        (Status::Pass, format!("{} and {} arrived byte for byte", COMMAND_ENV.0, BOX_ENV.0))
+    } else {
+        (Status::Fail, wrong.join("; "))
+    }
 }
 
 /// Kernel: no caller variable reaches the box, beyond a small allowlist of
@@ -572,6 +624,32 @@ mod tests {
         assert_eq!(l(""), None);
         assert_eq!(l("3-1"), None);
         assert_eq!(l("x"), None);
+    }
+
+    fn env_printed(stdout: &str, code: i32) -> crate::Output {
+        crate::Output {
+            status: tinybox_core::model::ExitStatus::code(code),
+            stdout: stdout.into(),
+            stderr: if code == 0 { String::new() } else { "env: '--': No such file or directory\n".into() },
+            elapsed: Duration::ZERO,
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn the_env_round_trip_needs_both_values_exactly() {
+        let both = format!("PATH=/bin\n{}={}\n{}={}\n", COMMAND_ENV.0, COMMAND_ENV.1, BOX_ENV.0, BOX_ENV.1);
+        let (status, detail) = env_verdict(&env_printed(&both, 0));
+        assert_eq!(status, Status::Pass, "{detail}");
+        // What GNU env does with `env K=V -- CMD`: exit 127, nothing printed.
+        let (status, detail) = env_verdict(&env_printed("", 127));
+        assert_eq!(status, Status::Fail, "{detail}");
+        assert!(detail.contains("No such file"), "the box's stderr is quoted: {detail}");
+        // A value a shell expanded, and a box variable that never arrived.
+        let expanded = format!("{}=-- command: x=y 'q' \"w\" uid=0 ; \\n ☃\n", COMMAND_ENV.0);
+        let (status, detail) = env_verdict(&env_printed(&expanded, 0));
+        assert_eq!(status, Status::Fail, "{detail}");
+        assert!(detail.contains("arrived as") && detail.contains(&format!("{} is missing", BOX_ENV.0)), "{detail}");
     }
 
     #[test]

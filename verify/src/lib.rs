@@ -1,14 +1,20 @@
-//! The conformance kit's claim checks: for one installed sandbox, read what
-//! its handshake declares, make real boxes through the engine, and run one
-//! live probe per declared property. A claim that the box does not bear
+//! The conformance kit (crate `tinybox-verify`): for one installed sandbox,
+//! read what its handshake declares, make real boxes through the engine, and
+//! run one live probe per declared property. A claim that the box does not bear
 //! out FAILS with the probe that caught it; a property the sandbox does not
 //! declare is reported as not claimed; a probe that cannot run here says
 //! why it was SKIPPED. `tinybox drivers verify NAME` is the front end, and
 //! what a third-party driver author runs in CI (docs/specs/conformance.md).
+//!
+//! It is built on core's public API only, like any front end: the engine
+//! never depends on it. Core keeps the trust rule and the verdict type
+//! (`trust::Verifier`, `store::verdicts::Verdict`); a front end that can run
+//! the kit implements the former with [`verify`] and [`Report::verdict`].
 
-mod capture;
+mod claim;
 mod probes;
 mod protocol;
+mod run;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,14 +23,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tinybox_sdk::model::{
     BoxId, Feature, HostName, IsolationLevel, Limit, NetworkPolicy, PortMapping, Resources, SandboxCapabilities,
-    SandboxName, SnapshotSupport, SourceKind, WorkspaceSource,
+    SandboxName, SourceKind, WorkspaceSource,
 };
 
-pub use capture::{GUARD, Output, run};
-
-use crate::Tinybox;
-use crate::model::{BoxSpec, Placement};
-use crate::store::verdicts::{self, Verdict};
+pub use claim::{Claim, Requirement};
+pub use run::{GUARD, Output, run};
+use tinybox_core::Tinybox;
+use tinybox_core::model::{BoxSpec, Placement};
+use tinybox_core::store::verdicts::{self, Verdict};
 
 /// The image an image-only sandbox's boxes start from unless told otherwise.
 pub const DEFAULT_IMAGE: &str = "busybox:latest";
@@ -68,11 +74,12 @@ impl fmt::Display for Status {
     }
 }
 
-/// One declared property and what its probe found.
+/// One claim and what its probe found.
 #[derive(Debug, Clone, Serialize)]
-pub struct Claim {
-    /// Stable name, e.g. `isolation.kernel.host_processes` or `limit.pids`.
-    pub name: String,
+pub struct Finding {
+    /// Reported by its stable name, e.g. `isolation.kernel.host_processes`.
+    #[serde(rename = "name")]
+    pub claim: Claim,
     pub status: Status,
     /// What the probe saw; for SKIPPED, why it could not run.
     pub detail: String,
@@ -101,7 +108,7 @@ pub struct Report {
     /// The create options every box was made with (absent when none).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub create_options: BTreeMap<String, String>,
-    pub claims: Vec<Claim>,
+    pub claims: Vec<Finding>,
     pub operations: Vec<Operation>,
 }
 
@@ -138,64 +145,6 @@ pub struct NotVerifiable(pub String);
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Every property claim the kit knows, in report order; the protocol claims
-/// every driver makes follow them (see [`claims`]).
-pub const PROPERTY_CLAIMS: &[&str] = &[
-    "isolation.process.cannot_signal_caller",
-    "isolation.kernel.host_processes",
-    "isolation.kernel.env_clean",
-    "isolation.kernel.only_stdio_fds",
-    "isolation.hardware.own_kernel",
-    "limit.cpu",
-    "limit.memory",
-    "limit.pids",
-    "limit.disk",
-    "network.deny",
-    "snapshot.filesystem",
-    "feature.fork",
-    "feature.port_forward",
-    "feature.pause_resume",
-];
-
-/// Every claim the kit reports, in report order.
-pub fn claims() -> impl Iterator<Item = &'static str> {
-    PROPERTY_CLAIMS.iter().copied().chain(protocol::CLAIMS)
-}
-
-/// Whether `caps` declares the property claim `name` checks.
-pub fn declared(caps: &SandboxCapabilities, name: &str) -> bool {
-    let limit = |l: Limit| caps.has(&Feature::ResourceLimits) && caps.limits.contains(&l);
-    match name {
-        "isolation.process.cannot_signal_caller" => caps.isolation >= IsolationLevel::Process,
-        "isolation.kernel.host_processes" | "isolation.kernel.env_clean" | "isolation.kernel.only_stdio_fds" => {
-            caps.isolation >= IsolationLevel::Kernel
-        }
-        "isolation.hardware.own_kernel" => caps.isolation >= IsolationLevel::Hardware,
-        "limit.cpu" => limit(Limit::Cpu),
-        "limit.memory" => limit(Limit::Memory),
-        "limit.pids" => limit(Limit::Pids),
-        "limit.disk" => limit(Limit::Disk),
-        "network.deny" => caps.network_deny,
-        "snapshot.filesystem" => caps.snapshot != SnapshotSupport::None,
-        "feature.fork" => caps.has(&Feature::Fork),
-        "feature.port_forward" => caps.has(&Feature::PortForward),
-        "feature.pause_resume" => caps.has(&Feature::PauseResume),
-        // Every driver speaks the protocol; passthrough is built into core.
-        _ if name.starts_with("protocol.") => true,
-        _ => false,
-    }
-}
-
-/// The isolation level an isolation claim is about.
-fn claim_level(name: &str) -> Option<IsolationLevel> {
-    match name {
-        "isolation.process.cannot_signal_caller" => Some(IsolationLevel::Process),
-        n if n.starts_with("isolation.kernel.") => Some(IsolationLevel::Kernel),
-        n if n.starts_with("isolation.hardware.") => Some(IsolationLevel::Hardware),
-        _ => None,
-    }
 }
 
 /// The box a sandbox can be verified with, from what it declares it accepts.
@@ -268,7 +217,7 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
             }
         }
         None => {
-            for claim in protocol::CLAIMS {
+            for claim in Claim::protocol() {
                 kit.record(claim, Status::NotClaimed, "built into core: no driver protocol to check", None);
             }
         }
@@ -284,7 +233,7 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
     Ok(kit.report(r.path.clone(), shown))
 }
 
-pub(crate) struct Kit<'a> {
+struct Kit<'a> {
     pub tb: &'a Tinybox,
     pub sandbox: SandboxName,
     pub caps: SandboxCapabilities,
@@ -293,14 +242,14 @@ pub(crate) struct Kit<'a> {
     /// The isolation the engine recorded for the kit's first box, which a
     /// driver may put below its declaration for the options it was given.
     box_isolation: Option<IsolationLevel>,
-    claims: Vec<Claim>,
+    claims: Vec<Finding>,
     operations: Vec<Operation>,
 }
 
 impl Kit<'_> {
     fn report(self, driver_path: Option<String>, source: String) -> Report {
         let mut claims = self.claims;
-        claims.sort_by_key(|c| self::claims().position(|n| n == c.name).unwrap_or(usize::MAX));
+        claims.sort_by_key(|c| c.claim.position());
         Report {
             sandbox: self.sandbox.to_string(),
             driver_path,
@@ -312,8 +261,8 @@ impl Kit<'_> {
         }
     }
 
-    fn record(&mut self, name: &str, status: Status, detail: impl Into<String>, took: Option<Duration>) {
-        self.claims.push(Claim { name: name.into(), status, detail: detail.into(), latency_ms: took.map(ms) });
+    fn record(&mut self, claim: Claim, status: Status, detail: impl Into<String>, took: Option<Duration>) {
+        self.claims.push(Finding { claim, status, detail: detail.into(), latency_ms: took.map(ms) });
     }
 
     fn op(&mut self, op: &str, took: Duration, ok: bool) {
@@ -322,14 +271,14 @@ impl Kit<'_> {
 
     /// Every claim still unreported: not claimed when undeclared, else skipped for `why`.
     fn skip_all(&mut self, why: &str) {
-        for name in claims() {
-            if self.claims.iter().any(|c| c.name == name) {
+        for claim in Claim::ALL {
+            if self.claims.iter().any(|c| c.claim == claim) {
                 continue;
             }
-            if declared(&self.caps, name) {
-                self.record(name, Status::Skipped, why, None);
+            if claim.declared_by(&self.caps) {
+                self.record(claim, Status::Skipped, why, None);
             } else {
-                self.record(name, Status::NotClaimed, "not declared", None);
+                self.record(claim, Status::NotClaimed, "not declared", None);
             }
         }
     }
@@ -354,7 +303,7 @@ impl Kit<'_> {
     }
 
     /// Creates a box, timing it as operation `op`.
-    async fn create(&mut self, op: &str, spec: BoxSpec) -> crate::Result<BoxId> {
+    async fn create(&mut self, op: &str, spec: BoxSpec) -> tinybox_core::Result<BoxId> {
         let t = Instant::now();
         let made = self.tb.create(spec).await;
         self.op(op, t.elapsed(), made.is_ok());
@@ -368,8 +317,8 @@ impl Kit<'_> {
     /// Why an isolation claim cannot be judged with the kit's box: the box
     /// is below the level the claim is about (a driver lowers a box's
     /// isolation for some create options, e.g. a microVM under emulation).
-    fn below_claim(&self, name: &str) -> Option<String> {
-        let needs = claim_level(name)?;
+    fn below_claim(&self, claim: Claim) -> Option<String> {
+        let needs = claim.level()?;
         let has = self.box_isolation?;
         (has < needs).then(|| {
             let with = if self.create_options.is_empty() {
@@ -409,7 +358,11 @@ impl Kit<'_> {
             Err(e) => self.skip_all(&format!("could not run a command in the box: {e}")),
         }
         self.remove("rm", &id).await;
-        if declared(&self.caps, "feature.port_forward") {
+        let env = Claim::ProcessEnvRoundTrip;
+        if env.declared_by(&self.caps) && !self.claims.iter().any(|c| c.claim == env) {
+            self.env_round_trip(source.clone()).await;
+        }
+        if Claim::FeaturePortForward.declared_by(&self.caps) {
             self.port_forward(source).await;
         }
         self.skip_all("no probe ran");
@@ -417,38 +370,39 @@ impl Kit<'_> {
 
     async fn probe_all(&mut self, id: &BoxId, spec: &BoxSpec) {
         // Passthrough has no driver protocol: its claims are already reported.
-        let wire = !self.claims.iter().any(|c| c.name == "protocol.concurrent_calls");
+        let wire = !self.claims.iter().any(|c| c.claim == Claim::ProtocolConcurrentCalls);
         if wire {
             let t = Instant::now();
             let (status, detail) = protocol::concurrent_calls(self.tb, id).await;
-            self.record("protocol.concurrent_calls", status, detail, Some(t.elapsed()));
+            self.record(Claim::ProtocolConcurrentCalls, status, detail, Some(t.elapsed()));
             let t = Instant::now();
             let (status, detail) = protocol::cancellation(self.tb, id).await;
-            self.record("protocol.cancellation", status, detail, Some(t.elapsed()));
+            self.record(Claim::ProtocolCancellation, status, detail, Some(t.elapsed()));
         }
-        for name in PROPERTY_CLAIMS {
-            if !declared(&self.caps, name) || *name == "feature.port_forward" || *name == "feature.fork" {
+        for claim in Claim::properties() {
+            let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip);
+            if !claim.declared_by(&self.caps) || own_box {
                 continue;
             }
-            if let Some(why) = self.below_claim(name) {
-                self.record(name, Status::Skipped, why, None);
+            if let Some(why) = self.below_claim(claim) {
+                self.record(claim, Status::Skipped, why, None);
                 continue;
             }
             let t = Instant::now();
-            let (status, detail) = match probes::probe(self, name, id, spec).await {
+            let (status, detail) = match probes::probe(self, claim, id, spec).await {
                 Ok(v) => v,
                 Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
             };
-            self.record(name, status, detail, Some(t.elapsed()));
+            self.record(claim, status, detail, Some(t.elapsed()));
         }
         // Fork comes after snapshot: both leave the probe's files behind.
-        if declared(&self.caps, "feature.fork") {
+        if Claim::FeatureFork.declared_by(&self.caps) {
             let t = Instant::now();
             let (status, detail) = match probes::fork(self, id).await {
                 Ok(v) => v,
                 Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
             };
-            self.record("feature.fork", status, detail, Some(t.elapsed()));
+            self.record(Claim::FeatureFork, status, detail, Some(t.elapsed()));
         }
         // The heaviest push comes last, so a box it breaks (a guest whose
         // agent is killed for memory, say) fails that claim alone and
@@ -456,12 +410,41 @@ impl Kit<'_> {
         if wire {
             let t = Instant::now();
             let (status, detail) = protocol::large_binary_stream(self.tb, id).await;
-            self.record("protocol.large_binary_stream", status, detail, Some(t.elapsed()));
+            self.record(Claim::ProtocolLargeBinaryStream, status, detail, Some(t.elapsed()));
         }
     }
 
+    /// The env round trip runs in a box of its own, made with a variable in
+    /// its environment, so a sandbox that breaks on one fails this claim
+    /// alone instead of leaving no box to probe the others in.
+    async fn env_round_trip(&mut self, source: Option<WorkspaceSource>) {
+        const CLAIM: Claim = Claim::ProcessEnvRoundTrip;
+        if let Some(why) = self.below_claim(CLAIM) {
+            self.record(CLAIM, Status::Skipped, why, None);
+            return;
+        }
+        let mut spec = self.spec(source);
+        spec.env.insert(probes::BOX_ENV.0.into(), probes::BOX_ENV.1.into());
+        let t = Instant::now();
+        let id = match self.create("create (env)", spec).await {
+            Ok(id) => id,
+            Err(e) => {
+                let why =
+                    format!("a box like the kit's first, with a variable in its environment, could not be made: {e}");
+                self.record(CLAIM, Status::Fail, why, Some(t.elapsed()));
+                return;
+            }
+        };
+        let (status, detail) = match probes::env_round_trip(self, &id).await {
+            Ok(v) => v,
+            Err(e) => (Status::Fail, format!("the probe could not run: {e}")),
+        };
+        self.record(CLAIM, status, detail, Some(t.elapsed()));
+        self.remove("rm (env)", &id).await;
+    }
+
     async fn port_forward(&mut self, source: Option<WorkspaceSource>) {
-        const NAME: &str = "feature.port_forward";
+        const NAME: Claim = Claim::FeaturePortForward;
         let Some(host_port) = free_port() else {
             self.record(NAME, Status::Skipped, "no free port on 127.0.0.1 to publish", None);
             return;
@@ -493,29 +476,4 @@ impl Kit<'_> {
 fn free_port() -> Option<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
     Some(l.local_addr().ok()?.port())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_isolation_claim_is_about_the_level_that_declares_it() {
-        for name in PROPERTY_CLAIMS {
-            match claim_level(name) {
-                Some(level) => {
-                    let at = SandboxCapabilities { isolation: level, ..SandboxCapabilities::nothing() };
-                    assert!(declared(&at, name), "{name} at {level}");
-                    if let Some(below) = [IsolationLevel::None, IsolationLevel::Process, IsolationLevel::Kernel]
-                        .into_iter()
-                        .rfind(|l| *l < level)
-                    {
-                        let under = SandboxCapabilities { isolation: below, ..SandboxCapabilities::nothing() };
-                        assert!(!declared(&under, name), "{name} at {below}");
-                    }
-                }
-                None => assert!(!name.starts_with("isolation."), "{name}"),
-            }
-        }
-    }
 }

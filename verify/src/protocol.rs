@@ -15,20 +15,17 @@ use tinybox_sdk::stdio::StdioFds;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::Status;
-use super::capture;
-use crate::Tinybox;
-use crate::engine::Target;
+use tinybox_core::{Target, Tinybox};
 
-/// The protocol claims, in report order. Every driver makes them.
-pub const CLAIMS: [&str; 7] = [
-    "protocol.call_before_handshake",
-    "protocol.incompatible_version",
-    "protocol.unknown_method",
-    "protocol.invalid_params",
-    "protocol.concurrent_calls",
-    "protocol.large_binary_stream",
-    "protocol.cancellation",
+use super::run::{GUARD, run};
+use super::{Claim, Status};
+
+/// The claims the wire checks decide, in the order they are made.
+const WIRE: [Claim; 4] = [
+    Claim::ProtocolCallBeforeHandshake,
+    Claim::ProtocolIncompatibleVersion,
+    Claim::ProtocolUnknownMethod,
+    Claim::ProtocolInvalidParams,
 ];
 
 /// How long a driver may take to answer one line.
@@ -103,20 +100,20 @@ fn handshake_params(protocol: &str) -> Value {
 }
 
 /// The wire checks, against the driver executable at `path`.
-pub async fn wire(path: &Path) -> Vec<(&'static str, Verdict, Duration)> {
+pub async fn wire(path: &Path) -> Vec<(Claim, Verdict, Duration)> {
     let t = Instant::now();
     let mut raw = match Raw::start(path) {
         Ok(r) => r,
         Err(e) => {
             let why = format!("cannot start {}: {e}", path.display());
-            return CLAIMS[..4].iter().map(|n| (*n, (Status::Fail, why.clone()), t.elapsed())).collect();
+            return WIRE.iter().map(|c| (*c, (Status::Fail, why.clone()), t.elapsed())).collect();
         }
     };
     let mut out = Vec::new();
     let box_ref = json!({ "box_id": "box-0", "handle": null });
     let early = raw.call(1, method::SANDBOX_INSPECT, box_ref.clone()).await;
     out.push((
-        CLAIMS[0],
+        WIRE[0],
         expect_error(early, ErrorCode::Handshake.code(), "sandbox.inspect before handshake"),
         t.elapsed(),
     ));
@@ -124,7 +121,7 @@ pub async fn wire(path: &Path) -> Vec<(&'static str, Verdict, Duration)> {
     let t = Instant::now();
     let wrong = raw.call(2, method::HANDSHAKE, handshake_params("99.0.0")).await;
     out.push((
-        CLAIMS[1],
+        WIRE[1],
         expect_error(wrong, ErrorCode::Handshake.code(), "handshake with protocol 99.0.0"),
         t.elapsed(),
     ));
@@ -136,17 +133,17 @@ pub async fn wire(path: &Path) -> Vec<(&'static str, Verdict, Duration)> {
         Err(e) => Some(e),
     };
     if let Some(why) = refused {
-        out.push((CLAIMS[2], (Status::Fail, why.clone()), t.elapsed()));
-        out.push((CLAIMS[3], (Status::Fail, why), t.elapsed()));
+        out.push((WIRE[2], (Status::Fail, why.clone()), t.elapsed()));
+        out.push((WIRE[3], (Status::Fail, why), t.elapsed()));
         raw.finish().await;
         return out;
     }
     let unknown = raw.call(4, "tinybox.no_such_method", json!({})).await;
-    out.push((CLAIMS[2], expect_error(unknown, -32601, "an unknown method"), t.elapsed()));
+    out.push((WIRE[2], expect_error(unknown, -32601, "an unknown method"), t.elapsed()));
 
     let t = Instant::now();
     let bad = raw.call(5, method::SANDBOX_INSPECT, json!({ "box_id": "../not-a-name", "handle": null })).await;
-    out.push((CLAIMS[3], expect_error(bad, -32602, "sandbox.inspect with an invalid box name"), t.elapsed()));
+    out.push((WIRE[3], expect_error(bad, -32602, "sandbox.inspect with an invalid box name"), t.elapsed()));
     raw.finish().await;
     out
 }
@@ -156,7 +153,7 @@ pub async fn wire(path: &Path) -> Vec<(&'static str, Verdict, Duration)> {
 pub async fn concurrent_calls(tb: &Tinybox, id: &BoxId) -> Verdict {
     let words: Vec<String> = (0..CONCURRENT).map(|i| format!("call-{i}")).collect();
     let argvs: Vec<[&str; 2]> = words.iter().map(|w| ["echo", w.as_str()]).collect();
-    let runs = argvs.iter().map(|argv| capture::run(tb, id, argv, &[], std::future::pending()));
+    let runs = argvs.iter().map(|argv| run(tb, id, argv, &[], std::future::pending()));
     let outputs = futures_util::future::join_all(runs).await;
     for (w, o) in words.iter().zip(outputs) {
         match o {
@@ -186,7 +183,7 @@ pub async fn large_binary_stream(tb: &Tinybox, id: &BoxId) -> Verdict {
         });
         let t = Instant::now();
         let outcome = tb
-            .exec(id, ExecRequest::new(["cat"]), fds, Target::Workspace, tokio::time::sleep(capture::GUARD))
+            .exec(id, ExecRequest::new(["cat"]), fds, Target::Workspace, tokio::time::sleep(GUARD))
             .await
             .map_err(|e| e.to_string())?;
         let got = reader.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
@@ -242,9 +239,9 @@ pub async fn cancellation(tb: &Tinybox, id: &BoxId) -> Verdict {
         let t = Instant::now();
         let req = ExecRequest::new(["sh", "-c", "echo started; exec sleep 1000"]);
         let run = tb.exec(id, req, fds, Target::Workspace, cancel);
-        let outcome = tokio::time::timeout(capture::GUARD, run)
+        let outcome = tokio::time::timeout(GUARD, run)
             .await
-            .map_err(|_| format!("the cancelled command still ran after {}s", capture::GUARD.as_secs()))?
+            .map_err(|_| format!("the cancelled command still ran after {}s", GUARD.as_secs()))?
             .map_err(|e| e.to_string())?;
         if !outcome.cancelled || outcome.status.success() {
             return Err(format!("the command was not stopped: it ended with {}", outcome.status));

@@ -1,0 +1,117 @@
+//! Workspace rules no reviewer should have to check by hand: no driver
+//! depends on core, the module and the conformance kit build on core and
+//! the sdk only, and every Rust file opens with a `//!` line saying what it
+//! is for. Dependencies are read from `cargo metadata` (every Cargo.toml,
+//! as cargo itself reads them).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+/// The workspace's own packages, as `cargo metadata --no-deps` lists them.
+fn packages() -> Vec<Value> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root())
+        .args(["metadata", "--offline", "--no-deps", "--format-version", "1"])
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    v["packages"].as_array().expect("packages").clone()
+}
+
+fn manifest(p: &Value) -> PathBuf {
+    PathBuf::from(p["manifest_path"].as_str().expect("manifest_path"))
+}
+
+/// The workspace crates `p` depends on (its path dependencies): of every
+/// kind, or only normal ones (not dev or build).
+fn our_deps(p: &Value, normal_only: bool) -> Vec<String> {
+    let mut deps: Vec<String> = p["dependencies"]
+        .as_array()
+        .expect("dependencies")
+        .iter()
+        .filter(|d| d.get("path").is_some_and(|p| !p.is_null()))
+        .filter(|d| !normal_only || d["kind"].is_null())
+        .map(|d| d["name"].as_str().expect("name").to_owned())
+        .collect();
+    deps.sort();
+    deps.dedup();
+    deps
+}
+
+fn package<'a>(all: &'a [Value], name: &str) -> &'a Value {
+    all.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no package {name} in the workspace"))
+}
+
+#[test]
+fn no_driver_depends_on_core() {
+    let all = packages();
+    let drivers = root().join("drivers");
+    let under: Vec<&Value> = all.iter().filter(|p| manifest(p).starts_with(&drivers)).collect();
+    assert!(under.len() >= 5, "the drivers' manifests were not found: {under:?}");
+    for p in under {
+        let deps = our_deps(p, false);
+        assert!(
+            !deps.iter().any(|d| d == "tinybox-core"),
+            "{} ({}) depends on tinybox-core; a driver talks to core only through the protocol in tinybox-sdk",
+            p["name"],
+            manifest(p).display()
+        );
+    }
+}
+
+#[test]
+fn the_module_and_the_kit_build_on_core_and_the_sdk_only() {
+    let all = packages();
+    for name in ["tinybox-module", "tinybox-verify"] {
+        assert_eq!(
+            our_deps(package(&all, name), true),
+            ["tinybox-core", "tinybox-sdk"],
+            "{name}'s workspace dependencies"
+        );
+    }
+    for name in ["tinybox-core", "tinybox-sdk"] {
+        let deps = our_deps(package(&all, name), false);
+        assert!(!deps.iter().any(|d| d == "tinybox-verify"), "{name} depends on the kit: {deps:?}");
+    }
+}
+
+/// Every `.rs` file under `dir`, skipping build output and hidden directories.
+fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            rust_files(&path, into);
+        } else if name.ends_with(".rs") {
+            into.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_opens_with_a_doc_line() {
+    let mut files = Vec::new();
+    rust_files(&root(), &mut files);
+    assert!(files.len() > 50, "too few Rust files found under {}: {}", root().display(), files.len());
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            !text.lines().next().is_some_and(|l| l.starts_with("//!"))
+        })
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "these files do not open with a `//!` line saying what they are for: {missing:#?}");
+}

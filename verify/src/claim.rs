@@ -1,0 +1,259 @@
+//! Every claim the kit checks, as one enum: its stable wire name (what the
+//! JSON report and the CLI's table show), what in a declaration makes it,
+//! and the report order, which is the order of [`Claim::ALL`].
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use tinybox_sdk::model::{Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotSupport};
+
+/// One property or protocol behaviour a sandbox's driver is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Claim {
+    ProcessCannotSignalCaller,
+    ProcessEnvRoundTrip,
+    KernelHostProcesses,
+    KernelEnvClean,
+    KernelOnlyStdioFds,
+    HardwareOwnKernel,
+    LimitCpu,
+    LimitMemory,
+    LimitPids,
+    LimitDisk,
+    NetworkDeny,
+    SnapshotFilesystem,
+    FeatureFork,
+    FeaturePortForward,
+    FeaturePauseResume,
+    ProtocolCallBeforeHandshake,
+    ProtocolIncompatibleVersion,
+    ProtocolUnknownMethod,
+    ProtocolInvalidParams,
+    ProtocolConcurrentCalls,
+    ProtocolLargeBinaryStream,
+    ProtocolCancellation,
+}
+
+/// What in a declaration makes a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// Isolation at this level or above.
+    Isolation(IsolationLevel),
+    /// `resource_limits` with this limit.
+    Limit(Limit),
+    NetworkDeny,
+    /// Any snapshot support.
+    Snapshot,
+    Feature(Feature),
+    /// Every driver speaks the protocol (passthrough, built into core, has none).
+    Protocol,
+}
+
+impl Claim {
+    /// Every claim, in report order: the property claims, then the protocol ones.
+    pub const ALL: [Claim; 22] = [
+        Claim::ProcessCannotSignalCaller,
+        Claim::ProcessEnvRoundTrip,
+        Claim::KernelHostProcesses,
+        Claim::KernelEnvClean,
+        Claim::KernelOnlyStdioFds,
+        Claim::HardwareOwnKernel,
+        Claim::LimitCpu,
+        Claim::LimitMemory,
+        Claim::LimitPids,
+        Claim::LimitDisk,
+        Claim::NetworkDeny,
+        Claim::SnapshotFilesystem,
+        Claim::FeatureFork,
+        Claim::FeaturePortForward,
+        Claim::FeaturePauseResume,
+        Claim::ProtocolCallBeforeHandshake,
+        Claim::ProtocolIncompatibleVersion,
+        Claim::ProtocolUnknownMethod,
+        Claim::ProtocolInvalidParams,
+        Claim::ProtocolConcurrentCalls,
+        Claim::ProtocolLargeBinaryStream,
+        Claim::ProtocolCancellation,
+    ];
+
+    /// The stable name reports carry; tools match on it, so it never changes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Claim::ProcessCannotSignalCaller => "isolation.process.cannot_signal_caller",
+            Claim::ProcessEnvRoundTrip => "isolation.process.env_round_trip",
+            Claim::KernelHostProcesses => "isolation.kernel.host_processes",
+            Claim::KernelEnvClean => "isolation.kernel.env_clean",
+            Claim::KernelOnlyStdioFds => "isolation.kernel.only_stdio_fds",
+            Claim::HardwareOwnKernel => "isolation.hardware.own_kernel",
+            Claim::LimitCpu => "limit.cpu",
+            Claim::LimitMemory => "limit.memory",
+            Claim::LimitPids => "limit.pids",
+            Claim::LimitDisk => "limit.disk",
+            Claim::NetworkDeny => "network.deny",
+            Claim::SnapshotFilesystem => "snapshot.filesystem",
+            Claim::FeatureFork => "feature.fork",
+            Claim::FeaturePortForward => "feature.port_forward",
+            Claim::FeaturePauseResume => "feature.pause_resume",
+            Claim::ProtocolCallBeforeHandshake => "protocol.call_before_handshake",
+            Claim::ProtocolIncompatibleVersion => "protocol.incompatible_version",
+            Claim::ProtocolUnknownMethod => "protocol.unknown_method",
+            Claim::ProtocolInvalidParams => "protocol.invalid_params",
+            Claim::ProtocolConcurrentCalls => "protocol.concurrent_calls",
+            Claim::ProtocolLargeBinaryStream => "protocol.large_binary_stream",
+            Claim::ProtocolCancellation => "protocol.cancellation",
+        }
+    }
+
+    /// The claim with wire name `name`.
+    pub fn from_name(name: &str) -> Option<Claim> {
+        Claim::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What in a declaration makes this claim.
+    pub fn requirement(self) -> Requirement {
+        use IsolationLevel::{Hardware, Kernel, Process};
+        match self {
+            Claim::ProcessCannotSignalCaller | Claim::ProcessEnvRoundTrip => Requirement::Isolation(Process),
+            Claim::KernelHostProcesses | Claim::KernelEnvClean | Claim::KernelOnlyStdioFds => {
+                Requirement::Isolation(Kernel)
+            }
+            Claim::HardwareOwnKernel => Requirement::Isolation(Hardware),
+            Claim::LimitCpu => Requirement::Limit(Limit::Cpu),
+            Claim::LimitMemory => Requirement::Limit(Limit::Memory),
+            Claim::LimitPids => Requirement::Limit(Limit::Pids),
+            Claim::LimitDisk => Requirement::Limit(Limit::Disk),
+            Claim::NetworkDeny => Requirement::NetworkDeny,
+            Claim::SnapshotFilesystem => Requirement::Snapshot,
+            Claim::FeatureFork => Requirement::Feature(Feature::Fork),
+            Claim::FeaturePortForward => Requirement::Feature(Feature::PortForward),
+            Claim::FeaturePauseResume => Requirement::Feature(Feature::PauseResume),
+            Claim::ProtocolCallBeforeHandshake
+            | Claim::ProtocolIncompatibleVersion
+            | Claim::ProtocolUnknownMethod
+            | Claim::ProtocolInvalidParams
+            | Claim::ProtocolConcurrentCalls
+            | Claim::ProtocolLargeBinaryStream
+            | Claim::ProtocolCancellation => Requirement::Protocol,
+        }
+    }
+
+    /// The isolation level an isolation claim is about.
+    pub fn level(self) -> Option<IsolationLevel> {
+        match self.requirement() {
+            Requirement::Isolation(level) => Some(level),
+            _ => None,
+        }
+    }
+
+    /// A protocol claim: every driver makes it, whatever it declares.
+    pub fn is_protocol(self) -> bool {
+        self.requirement() == Requirement::Protocol
+    }
+
+    /// Whether a sandbox declaring `caps` makes this claim.
+    pub fn declared_by(self, caps: &SandboxCapabilities) -> bool {
+        match self.requirement() {
+            Requirement::Isolation(level) => caps.isolation >= level,
+            Requirement::Limit(l) => caps.has(&Feature::ResourceLimits) && caps.limits.contains(&l),
+            Requirement::NetworkDeny => caps.network_deny,
+            Requirement::Snapshot => caps.snapshot != SnapshotSupport::None,
+            Requirement::Feature(f) => caps.has(&f),
+            Requirement::Protocol => true,
+        }
+    }
+
+    /// The property claims, in report order.
+    pub fn properties() -> impl Iterator<Item = Claim> {
+        Claim::ALL.into_iter().filter(|c| !c.is_protocol())
+    }
+
+    /// The protocol claims, in report order.
+    pub fn protocol() -> impl Iterator<Item = Claim> {
+        Claim::ALL.into_iter().filter(|c| c.is_protocol())
+    }
+
+    /// The claim's place in a report.
+    pub fn position(self) -> usize {
+        Claim::ALL.iter().position(|c| *c == self).unwrap_or(usize::MAX)
+    }
+}
+
+impl fmt::Display for Claim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Claim {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in Claim::ALL {
+            assert!(seen.insert(c.name()), "{} twice", c.name());
+            assert_eq!(Claim::from_name(c.name()), Some(c));
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
+        assert_eq!(Claim::from_name("isolation.kernel.nothing"), None);
+    }
+
+    #[test]
+    fn the_report_order_is_today_s_with_protocol_claims_last() {
+        let names: Vec<&str> = Claim::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names[..3],
+            [
+                "isolation.process.cannot_signal_caller",
+                "isolation.process.env_round_trip",
+                "isolation.kernel.host_processes"
+            ]
+        );
+        let first_protocol = Claim::ALL.iter().position(|c| c.is_protocol()).unwrap();
+        assert!(Claim::ALL[first_protocol..].iter().all(|c| c.is_protocol()), "{names:?}");
+        for (i, c) in Claim::ALL.iter().enumerate() {
+            assert_eq!(c.position(), i);
+            // The name's prefix says what kind of claim it is.
+            let prefix = match c.requirement() {
+                Requirement::Isolation(_) => "isolation.",
+                Requirement::Limit(_) => "limit.",
+                Requirement::NetworkDeny => "network.",
+                Requirement::Snapshot => "snapshot.",
+                Requirement::Feature(_) => "feature.",
+                Requirement::Protocol => "protocol.",
+            };
+            assert!(c.name().starts_with(prefix), "{c}");
+        }
+    }
+
+    #[test]
+    fn each_isolation_claim_is_about_the_level_that_declares_it() {
+        let levels = [IsolationLevel::None, IsolationLevel::Process, IsolationLevel::Kernel, IsolationLevel::Hardware];
+        for c in Claim::properties() {
+            let Some(level) = c.level() else {
+                assert!(!c.name().starts_with("isolation."), "{c}");
+                continue;
+            };
+            assert!(c.name().starts_with(&format!("isolation.{level}.")), "{c} is named for its level");
+            for at in levels {
+                let caps = SandboxCapabilities { isolation: at, ..SandboxCapabilities::nothing() };
+                assert_eq!(c.declared_by(&caps), at >= level, "{c} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_declaration_of_nothing_claims_only_the_protocol() {
+        let nothing = SandboxCapabilities::nothing();
+        for c in Claim::ALL {
+            assert_eq!(c.declared_by(&nothing), c.is_protocol(), "{c}");
+        }
+    }
+}
