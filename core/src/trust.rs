@@ -82,6 +82,15 @@ pub fn trust_of(
     }
 }
 
+/// Why a verdict that did not pass is not relied on, in a few words.
+pub fn unproven(v: &Verdict) -> String {
+    if v.fails > 0 {
+        format!("failed verification ({} of its claims failed)", v.fails)
+    } else {
+        format!("was not proven by verification ({} of its claims could not be checked)", v.skipped)
+    }
+}
+
 impl Tinybox {
     /// Installs what earns a verdict on first use.
     pub fn set_verifier(&mut self, verifier: Arc<dyn Verifier>) {
@@ -120,10 +129,7 @@ impl Tinybox {
         let sandbox = &link.name();
         match self.trust_link(link, options) {
             Trust::Verified(_) | Trust::NothingClaimed => Ok(()),
-            Trust::Failed(v) => Err(Error::Unverified {
-                sandbox: sandbox.clone(),
-                detail: format!("failed verification ({} of its claims failed)", v.fails),
-            }),
+            Trust::Failed(v) => Err(Error::Unverified { sandbox: sandbox.clone(), detail: unproven(&v) }),
             Trust::Unverified => {
                 let Some(verifier) = self.verifier.clone() else {
                     return Err(Error::Unverified {
@@ -138,10 +144,7 @@ impl Tinybox {
                 if verdict.passed {
                     Ok(())
                 } else {
-                    Err(Error::Unverified {
-                        sandbox: sandbox.clone(),
-                        detail: format!("failed verification ({} of its claims failed)", verdict.fails),
-                    })
+                    Err(Error::Unverified { sandbox: sandbox.clone(), detail: unproven(&verdict) })
                 }
             }
         }

@@ -119,7 +119,11 @@ impl Report {
     }
 
     /// The verdict to keep for this report's driver binary; `None` for
-    /// passthrough (no binary) or a binary that cannot be read.
+    /// passthrough (no binary) or a binary that cannot be read. It passes —
+    /// the engine may rely on the declaration (core's `trust`) — only when
+    /// no claim failed AND none was skipped: a claim whose probe could not
+    /// run is unproven, and a driver that cannot even run `true` would
+    /// otherwise skip every claim and look verified.
     pub fn verdict(&self, now: u64) -> Option<Verdict> {
         let digest = self.driver_path.as_deref().and_then(|p| verdicts::digest(std::path::Path::new(p)))?;
         let count = |s: Status| self.claims.iter().filter(|c| c.status == s).count();
@@ -127,7 +131,7 @@ impl Report {
             sandbox: self.sandbox.clone(),
             digest,
             declared: Some(self.declared.clone()),
-            passed: self.passed(),
+            passed: self.passed() && count(Status::Skipped) == 0,
             passes: count(Status::Pass),
             fails: count(Status::Fail),
             skipped: count(Status::Skipped),
@@ -476,4 +480,40 @@ impl Kit<'_> {
 fn free_port() -> Option<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
     Some(l.local_addr().ok()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(driver: &std::path::Path, statuses: &[Status]) -> Report {
+        Report {
+            sandbox: "x".into(),
+            driver_path: Some(driver.display().to_string()),
+            declared: SandboxCapabilities::nothing(),
+            source: "none".into(),
+            create_options: BTreeMap::new(),
+            claims: statuses
+                .iter()
+                .zip(Claim::ALL)
+                .map(|(s, c)| Finding { claim: c, status: *s, detail: String::new(), latency_ms: None })
+                .collect(),
+            operations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_report_with_every_claim_proven_earns_a_passing_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("tinybox-driver-x");
+        std::fs::write(&bin, b"a driver").unwrap();
+        let v = report(&bin, &[Status::Pass, Status::NotClaimed]).verdict(1).unwrap();
+        assert!(v.passed);
+        let r = report(&bin, &[Status::Pass, Status::Skipped]);
+        assert!(r.passed(), "nothing failed");
+        let v = r.verdict(1).unwrap();
+        assert!(!v.passed, "a skipped claim is unproven: the declaration is not relied on");
+        assert_eq!((v.passes, v.skipped, v.fails), (1, 1, 0));
+        assert!(!report(&bin, &[Status::Fail]).verdict(1).unwrap().passed);
+    }
 }

@@ -65,6 +65,7 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             caps.map(|c| if c.network_deny { "can deny".into() } else { "not confined".into() }).unwrap_or_else(dash),
             match verified {
                 Some(v) if v.passed => format!("pass ({} claims)", v.passes),
+                Some(v) if v.fails == 0 => format!("UNPROVEN ({} skipped)", v.skipped),
                 Some(v) => format!("FAIL ({} claims)", v.fails),
                 None => "-".into(),
             },

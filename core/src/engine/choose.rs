@@ -44,7 +44,7 @@ impl Tinybox {
             let path = report.path.as_deref().map(std::path::Path::new);
             let trusted = match trust_of(self.store_dir.as_deref(), path, caps, options) {
                 Trust::Verified(_) | Trust::NothingClaimed => Ok(()),
-                Trust::Failed(v) => Err(format!("{} failed verification ({} claims failed)", report.name, v.fails)),
+                Trust::Failed(v) => Err(format!("{} {}", report.name, crate::trust::unproven(&v))),
                 Trust::Unverified if self.verifier.is_some() => {
                     self.require_verified(&sandbox, options).await.map_err(|e| match e {
                         Error::Unverified { detail, .. } => format!("{} {detail}", report.name),
