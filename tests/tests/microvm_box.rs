@@ -172,6 +172,13 @@ fn commands_run_byte_exact_with_their_status_streams_environment_and_directory()
         );
         assert!(total_kib > 128 * 1024, "{}: the guest sees only {total_kib} KiB", who.label());
         assert_eq!(exec_ok(&env, &id, &["nproc"]), "1\n");
+        // A command that holds more than the guest has is what the OOM
+        // killer stops; the agent serves the next command at once.
+        let out = env.run(&["exec", &id, "--", "sh", "-c", "head -c 600000000 /dev/zero | tail -c 600000000 | wc -c"]);
+        assert_ne!(text(&out.stdout).trim(), "600000000", "{}: held more than the guest has", who.label());
+        assert_eq!(exec_ok(&env, &id, &["cat", "/proc/self/oom_score_adj"]), "0\n", "commands are killable");
+        let console = std::fs::read_to_string(vm_dir(&env, &id).join("console.log")).unwrap();
+        assert!(!console.contains("the agent exited"), "{}: the OOM killer took the agent: {console}", who.label());
         assert_eq!(exec_ok(&env, &id, &["cat", "/sys/fs/cgroup/box/pids.max"]), "512\n", "the default pids cap");
 
         // The record says what this box is: emulated, so never Hardware.

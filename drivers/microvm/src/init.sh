@@ -30,6 +30,11 @@ if mount -t cgroup2 cgroup2 /sys/fs/cgroup; then
 fi
 unset tb_ws tb_net tb_pids
 cd /workspace
+# The agent is never the OOM killer's choice: a box that exhausts the
+# guest's memory loses its own command (each command resets its score, see
+# the agent's --enter), never the agent every later command needs. Children
+# inherit the score, so it is set once, here, for the agent.
+echo -1000 >/proc/self/oom_score_adj
 # The agent serves the host; this shell stays PID 1 and reaps orphans
 # while it waits. A box that kills every process it can (kill -9 -1 as the
 # guest's root) kills the agent too: start it again, so the VM stays usable.

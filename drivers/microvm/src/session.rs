@@ -213,7 +213,10 @@ pub async fn run(
     exec_id: &str,
     running: &Running,
 ) -> Result<ExitStatus, DriverError> {
-    let Session { mut rd, mut wr, .. } = open(dir, claim.port, Duration::from_secs(30)).await?;
+    // A bound on a live VM that stopped answering, not on speed: an
+    // emulated guest on a loaded host (the whole suite at once on two
+    // cores) took over 30 s to answer after a command that filled its memory.
+    let Session { mut rd, mut wr, .. } = open(dir, claim.port, Duration::from_secs(90)).await?;
     let lost =
         |e: io::Error| DriverError::failed(format!("lost the guest agent mid-command ({e}); the VM may have stopped"));
     wr.write_all(&wire::encode_json(Kind::Exec, exec)).await.map_err(lost)?;

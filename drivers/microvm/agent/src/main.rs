@@ -53,8 +53,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Joins `cgroup`, then becomes `argv` (only returns if that fails).
+/// Joins `cgroup`, then becomes `argv` (only returns if that fails). The
+/// agent is shielded from the OOM killer (init.sh) and this process
+/// inherited that: the command gives it up, so a command that exhausts the
+/// guest's memory is what the kernel kills, never the agent.
 fn enter(cgroup: &str, argv: &[String]) -> ExitCode {
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", "0") {
+        eprintln!("tinybox: cannot make the command killable when memory runs out: {e}");
+        return ExitCode::from(125);
+    }
     if let Err(e) = std::fs::write(Path::new(cgroup).join("cgroup.procs"), "0") {
         eprintln!("tinybox: cannot enter cgroup {cgroup}: {e}");
         return ExitCode::from(125);
