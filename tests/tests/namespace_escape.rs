@@ -518,3 +518,69 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
         assert!(env.run(&["rm", &id]).status.success());
     }
 }
+
+#[test]
+fn limits_hold_as_root_and_an_unprivileged_caller_declares_none() {
+    const TEST: &str = "limits_hold_as_root_and_an_unprivileged_caller_declares_none";
+    for who in principals(TEST) {
+        let env = BoxEnv::new(&who);
+        if who != Principal::Me || !rustix::process::geteuid().is_root() {
+            // No delegated cgroup is driven: asking for a limit is refused by name.
+            let ws = env.workspace.path().to_str().unwrap().to_owned();
+            let out = env.run(&["create", "--workspace", &ws, "--sandbox", "namespace", "--pids", "64"]);
+            assert!(!out.status.success(), "{}: a pids limit was accepted", who.label());
+            assert!(text(&out.stderr).contains("pids"), "{}: {}", who.label(), text(&out.stderr));
+            continue;
+        }
+        let id = env.create(&["--sandbox", "namespace", "--pids", "64", "--memory", "64M"]);
+        let detail = text(&env.run(&["inspect", &id]).stdout);
+        let cgroups: Vec<std::path::PathBuf> = detail
+            .split(|c: char| c == ' ' || c == ',' || c == ';')
+            .filter(|w| w.starts_with("/sys/fs/cgroup/"))
+            .map(std::path::PathBuf::from)
+            .collect();
+        let pids = cgroups.iter().find(|d| d.join("pids.max").is_file()).expect("a pids cgroup").clone();
+        assert_eq!(std::fs::read_to_string(pids.join("pids.max")).unwrap().trim(), "64");
+
+        // The bomb runs while the exec's shell waits on stdin; the shell forks
+        // once, before the bomb exists, so it never races it for a pid.
+        let bomb = "(f() { f | f & }; f) >/dev/null 2>&1 </dev/null & echo lit; read x";
+        let mut child = tinybox_tests::KillOnDrop(
+            env.cli(&["exec", &id, "--", "sh", "-c", bomb])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut line = String::new();
+        BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "lit\n");
+        let read = |f: &str| std::fs::read_to_string(pids.join(f)).unwrap_or_default();
+        let refused = |events: &str| events.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        let start = Instant::now();
+        while refused(&read("pids.events")) == 0 {
+            assert!(start.elapsed() < GUARD, "no fork was ever refused at the cap");
+            let current: u64 = read("pids.current").trim().parse().unwrap_or(0);
+            assert!(current <= 64, "{current} processes in a box capped at 64");
+            std::thread::yield_now();
+        }
+        let t = Instant::now();
+        assert!(std::process::Command::new("true").status().unwrap().success());
+        assert!(t.elapsed() < Duration::from_secs(5), "the host took {:?} to run `true`", t.elapsed());
+        drop(child.0.stdin.take());
+        child.0.wait().unwrap();
+
+        // 200M held in a pipe under a 64M cap is stopped; 1M is not.
+        let hold = |n: &str| {
+            env.run(&["exec", &id, "--", "sh", "-c", &format!("head -c {n} /dev/zero | tail -c {n} | wc -c")])
+        };
+        assert_eq!(text(&hold("1M").stdout).trim(), "1048576");
+        let big = hold("200M");
+        assert_ne!(text(&big.stdout).trim(), "209715200", "the box held 200M under a 64M cap");
+
+        assert!(env.run(&["rm", &id]).status.success());
+        for dir in &cgroups {
+            assert!(!dir.exists(), "{} outlived the box", dir.display());
+        }
+    }
+}
