@@ -535,7 +535,7 @@ fn limits_hold_as_root_and_an_unprivileged_caller_declares_none() {
         let id = env.create(&["--sandbox", "namespace", "--pids", "64", "--memory", "64M"]);
         let detail = text(&env.run(&["inspect", &id]).stdout);
         let cgroups: Vec<std::path::PathBuf> = detail
-            .split(|c: char| c == ' ' || c == ',' || c == ';')
+            .split([' ', ',', ';'])
             .filter(|w| w.starts_with("/sys/fs/cgroup/"))
             .map(std::path::PathBuf::from)
             .collect();
