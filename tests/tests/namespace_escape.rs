@@ -381,3 +381,208 @@ fn exec_basics_through_the_namespace_sandbox() {
         assert!(env.workspace.path().join("escape").exists(), "rm leaves the caller's own directory alone");
     }
 }
+
+/// A static helper that tries every system call route to a setuid or setgid
+/// bit, a device and a root owner in the directory it runs in, printing
+/// `route=result` for each.
+fn privilege_probe() -> std::path::PathBuf {
+    const SOURCE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+static void say(const char *what, long rc) { printf("%s=%s\n", what, rc >= 0 ? "ok" : strerror(errno)); }
+static void plain(const char *name) { int fd = open(name, O_CREAT | O_WRONLY, 0755); if (fd >= 0) close(fd); }
+int main(void) {
+    struct { unsigned long long flags, mode, resolve; } how = { O_CREAT | O_WRONLY, 04755, 0 };
+    say("creat", creat("creat", 04755));
+    say("open", open("open", O_CREAT | O_WRONLY, 06755));
+    say("openat", openat(AT_FDCWD, "openat", O_CREAT | O_WRONLY, 04755));
+    say("openat2", syscall(437, AT_FDCWD, "openat2", &how, sizeof how));
+    say("tmpfile", open(".", O_TMPFILE | O_WRONLY, 04755));
+    say("mknod", mknod("mknod", S_IFREG | 04755, 0));
+    say("mkdir", mkdir("mkdir", 02775));
+    plain("chmod"); say("chmod", chmod("chmod", 04755));
+    plain("chmod_g"); say("chmod_g", chmod("chmod_g", 02755));
+    int fd = open("fchmod", O_CREAT | O_WRONLY, 0755); say("fchmod", fchmod(fd, 04755));
+    plain("fchmodat"); say("fchmodat", fchmodat(AT_FDCWD, "fchmodat", 06755, 0));
+    plain("fchmodat2"); say("fchmodat2", syscall(452, AT_FDCWD, "fchmodat2", 04755, 0));
+    mkdir("dir", 0755); say("chmod_dir", chmod("dir", 02775));
+    say("device", mknod("device", S_IFCHR | 0666, makedev(1, 3)));
+    plain("chowned"); say("chown", chown("chowned", 0, 0));
+    return 0;
+}
+"#;
+    static PROBE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("tinybox-privilege-probe-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::write(dir.join("modes.c"), SOURCE).unwrap();
+            let out = dir.join("modes");
+            let status = std::process::Command::new("cc")
+                .args(["-O2", "-static", "-o"])
+                .arg(&out)
+                .arg(dir.join("modes.c"))
+                .status()
+                .expect("run cc");
+            assert!(status.success(), "cc could not build the privilege probe");
+            out
+        })
+        .clone()
+}
+
+/// Hands everything under `root` (itself included) to `who`.
+fn own_tree(who: &Principal, root: &std::path::Path) {
+    who.own(root);
+    if root.is_dir() {
+        for entry in std::fs::read_dir(root).unwrap().flatten() {
+            own_tree(who, &entry.path());
+        }
+    }
+}
+
+#[test]
+fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    const TEST: &str = "nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege";
+    // (who runs tinybox, who owns the workspace): each caller over its own
+    // workspace, and root over an unprivileged user's.
+    let mut cases: Vec<(Principal, Principal)> = principals(TEST).into_iter().map(|p| (p.clone(), p)).collect();
+    if let Some(user) = cases.iter().map(|c| c.0.clone()).find(|p| matches!(p, Principal::User { .. })) {
+        cases.push((Principal::Me, user));
+    }
+    for (runner, owner) in cases {
+        let label = format!("{} over a workspace of {:?}", runner.label(), owner);
+        let env = BoxEnv::new(&runner);
+        let ws = env.workspace.path().to_owned();
+        for (helper, name) in
+            [(privilege_probe(), "modes"), (tinybox_tests::microvm::file_capability_probe(), "setcap")]
+        {
+            std::fs::copy(&helper, ws.join(name)).unwrap();
+            std::fs::set_permissions(ws.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        std::fs::create_dir(ws.join("in")).unwrap();
+        own_tree(&owner, &ws);
+        let ws_meta = std::fs::metadata(&ws).unwrap();
+        let (uid, gid) = (ws_meta.uid(), ws_meta.gid());
+        let id = env.create(&["--sandbox", "namespace"]);
+
+        // The shell's way, the system calls' ways, and file capabilities
+        // directly and from a nested user namespace (where the box would
+        // hold CAP_SETFCAP over its own files).
+        let attack = "cd /workspace; cp /bin/sh x; chmod 4755 x; cp /bin/sh g; chmod g+s g; chown 0:0 x; \
+            (cd in && ../modes); ./setcap x; unshare -Ur ./setcap g; echo from the box > note; echo done";
+        let out = env.run(&["exec", &id, "--", "sh", "-c", attack]);
+        let said = text(&out.stdout);
+        assert!(
+            said.contains("creat=") && said.ends_with("done\n"),
+            "{label}: the attack did not run: {said}{}",
+            text(&out.stderr)
+        );
+
+        // From outside: every entry is the workspace owner's, and none has a
+        // setuid or setgid bit, a file capability, or is a device.
+        let mut todo = vec![ws.clone()];
+        let mut seen = 0;
+        while let Some(dir) = todo.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let m = std::fs::symlink_metadata(&path).unwrap();
+                let name = path.strip_prefix(&ws).unwrap().display().to_string();
+                assert_eq!(m.mode() & 0o6000, 0, "{label}: {name} is {:o} on the host\n{said}", m.mode());
+                assert_eq!((m.uid(), m.gid()), (uid, gid), "{label}: {name} is not the workspace owner's\n{said}");
+                let xattrs = tinybox_tests::microvm::xattr_names(&path);
+                assert!(
+                    !xattrs.iter().any(|x| x == "security.capability"),
+                    "{label}: {name} has a file capability\n{said}"
+                );
+                assert!(m.file_type().is_file() || m.file_type().is_dir(), "{label}: {name} is a {:?}", m.file_type());
+                if m.is_dir() {
+                    todo.push(path.clone());
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 13, "{label}: the box wrote only {seen} entries: {said}");
+        assert_eq!(std::fs::read_to_string(ws.join("note")).unwrap(), "from the box\n", "{label}");
+        // The box still makes plain files, executables and directories as it likes.
+        for plain in ["in/chmod", "in/fchmod", "x"] {
+            assert_eq!(std::fs::metadata(ws.join(plain)).unwrap().mode() & 0o7777, 0o755, "{label}: {plain}");
+        }
+        assert!(env.run(&["rm", &id]).status.success());
+    }
+}
+
+#[test]
+fn limits_hold_as_root_and_an_unprivileged_caller_declares_none() {
+    const TEST: &str = "limits_hold_as_root_and_an_unprivileged_caller_declares_none";
+    for who in principals(TEST) {
+        let env = BoxEnv::new(&who);
+        if who != Principal::Me || !rustix::process::geteuid().is_root() {
+            // No delegated cgroup is driven: asking for a limit is refused by name.
+            let ws = env.workspace.path().to_str().unwrap().to_owned();
+            let out = env.run(&["create", "--workspace", &ws, "--sandbox", "namespace", "--pids", "64"]);
+            assert!(!out.status.success(), "{}: a pids limit was accepted", who.label());
+            assert!(text(&out.stderr).contains("pids"), "{}: {}", who.label(), text(&out.stderr));
+            continue;
+        }
+        let id = env.create(&["--sandbox", "namespace", "--pids", "64", "--memory", "64M"]);
+        let detail = text(&env.run(&["inspect", &id]).stdout);
+        let cgroups: Vec<std::path::PathBuf> = detail
+            .split([' ', ',', ';'])
+            .filter(|w| w.starts_with("/sys/fs/cgroup/"))
+            .map(std::path::PathBuf::from)
+            .collect();
+        let pids = cgroups.iter().find(|d| d.join("pids.max").is_file()).expect("a pids cgroup").clone();
+        assert_eq!(std::fs::read_to_string(pids.join("pids.max")).unwrap().trim(), "64");
+
+        // The bomb runs while the exec's shell waits on stdin; the shell forks
+        // once, before the bomb exists, so it never races it for a pid.
+        let bomb = "(f() { f | f & }; f) >/dev/null 2>&1 </dev/null & echo lit; read x";
+        let mut child = tinybox_tests::KillOnDrop(
+            env.cli(&["exec", &id, "--", "sh", "-c", bomb])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut line = String::new();
+        BufReader::new(child.0.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "lit\n");
+        let read = |f: &str| std::fs::read_to_string(pids.join(f)).unwrap_or_default();
+        let refused = |events: &str| events.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        let start = Instant::now();
+        while refused(&read("pids.events")) == 0 {
+            assert!(start.elapsed() < GUARD, "no fork was ever refused at the cap");
+            let current: u64 = read("pids.current").trim().parse().unwrap_or(0);
+            assert!(current <= 64, "{current} processes in a box capped at 64");
+            std::thread::yield_now();
+        }
+        let t = Instant::now();
+        assert!(std::process::Command::new("true").status().unwrap().success());
+        assert!(t.elapsed() < Duration::from_secs(5), "the host took {:?} to run `true`", t.elapsed());
+        drop(child.0.stdin.take());
+        child.0.wait().unwrap();
+
+        // 200M held in a pipe under a 64M cap is stopped; 1M is not.
+        let hold = |n: &str| {
+            env.run(&["exec", &id, "--", "sh", "-c", &format!("head -c {n} /dev/zero | tail -c {n} | wc -c")])
+        };
+        assert_eq!(text(&hold("1M").stdout).trim(), "1048576");
+        let big = hold("200M");
+        assert_ne!(text(&big.stdout).trim(), "209715200", "the box held 200M under a 64M cap");
+
+        assert!(env.run(&["rm", &id]).status.success());
+        for dir in &cgroups {
+            assert!(!dir.exists(), "{} outlived the box", dir.display());
+        }
+    }
+}

@@ -28,7 +28,12 @@ pub struct Layout<'a> {
     /// egress, where that namespace is a private one netwrap.sh made and
     /// slirp4netns serves — never the host's.
     pub share_net: bool,
+    /// The box's cgroup directories on the host, shown read-only inside.
+    pub cgroups: &'a [String],
 }
+
+/// The descriptor bwrap reads the seccomp program from (see `sandbox::SECCOMP`).
+pub const SECCOMP_FD: &str = "3";
 
 /// The arguments after `bwrap`, ending with `--` and the command.
 pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
@@ -42,13 +47,24 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     // keystrokes into the caller's terminal through TIOCSTI.
     push(&["--die-with-parent", "--new-session"]);
     push(&["--cap-drop", "ALL"]);
+    // No nested user namespace: inside one the box would hold CAP_SETFCAP
+    // over its own files and could give them file capabilities.
+    push(&["--disable-userns"]);
+    push(&["--seccomp", SECCOMP_FD]);
     push(&["--ro-bind", "/usr", "/usr"]);
     for (link, target) in [("/bin", "usr/bin"), ("/sbin", "usr/sbin"), ("/lib", "usr/lib"), ("/lib64", "usr/lib64")] {
         push(&["--symlink", target, link]);
     }
-    push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/etc"]);
+    // /proc/1 is bwrap's init, the one process of the box the seccomp
+    // program does not filter: hidden, so no /proc/1/mem reaches it.
+    push(&["--proc", "/proc", "--tmpfs", "/proc/1", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/etc"]);
     for path in ETC_ALLOWED {
         push(&["--ro-bind-try", path, path]);
+    }
+    for dir in layout.cgroups {
+        if let Some(inside) = crate::cgroup::in_box(dir) {
+            push(&["--ro-bind", dir, &inside]);
+        }
     }
     push(&["--bind", layout.workspace, WORKSPACE]);
     // Everything outside /workspace and /tmp is read-only.
@@ -74,7 +90,7 @@ mod tests {
 
     fn build(env: &BTreeMap<String, String>, cwd: Option<&str>) -> Vec<String> {
         args(
-            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false },
+            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false, cgroups: &[] },
             &["sh".into(), "-c".into(), "x; y".into()],
         )
     }
@@ -96,6 +112,7 @@ mod tests {
             "--die-with-parent",
             "--new-session",
             "--clearenv",
+            "--disable-userns",
         ] {
             assert!(a.iter().any(|x| x == flag), "missing {flag}");
         }
@@ -103,7 +120,8 @@ mod tests {
         assert!(has_seq(&a, &["--ro-bind", "/usr", "/usr"]));
         assert!(has_seq(&a, &["--bind", "/home/u/proj", "/workspace"]));
         assert!(has_seq(&a, &["--chdir", "/workspace"]));
-        assert!(has_seq(&a, &["--proc", "/proc"]) && has_seq(&a, &["--tmpfs", "/tmp"]));
+        assert!(has_seq(&a, &["--proc", "/proc", "--tmpfs", "/proc/1"]) && has_seq(&a, &["--tmpfs", "/tmp"]));
+        assert!(has_seq(&a, &["--seccomp", "3"]));
     }
 
     #[test]

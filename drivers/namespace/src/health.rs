@@ -10,18 +10,22 @@ fn on_path(path: Option<&OsStr>, program: &str) -> bool {
     path.is_some_and(|p| std::env::split_paths(p).any(|d| d.join(program).is_file()))
 }
 
-pub fn check() -> Health {
-    check_with(std::env::var_os("PATH").as_deref())
+/// `limits` is what the handshake decided about resource limits.
+pub fn check(limits: &str) -> Health {
+    check_with(std::env::var_os("PATH").as_deref(), limits)
 }
 
 /// The verdict for a driver whose `PATH` is `path`.
-fn check_with(path: Option<&OsStr>) -> Health {
+fn check_with(path: Option<&OsStr>, limits: &str) -> Health {
     if !on_path(path, "bwrap") {
         return Health::unavailable("bwrap is not installed; install the bubblewrap package");
     }
     let egress =
         if on_path(path, "slirp4netns") { "egress via slirp4netns" } else { "no egress (install slirp4netns)" };
-    Health::ok_with(format!("bwrap found; {egress}; no resource limits (no systemd user manager to delegate a cgroup)"))
+    Health::ok_with(format!(
+        "bwrap found; {egress}; {limits}; setuid and setgid bits refused by seccomp, no nested user namespaces, \
+         a root caller's box runs as its workspace's owner"
+    ))
 }
 
 #[cfg(test)]
@@ -32,7 +36,7 @@ mod tests {
     fn without_bwrap_on_path_the_driver_is_unavailable_and_says_what_to_install() {
         let empty = tempfile::tempdir().unwrap();
         for path in [None, Some(empty.path().as_os_str())] {
-            let health = check_with(path);
+            let health = check_with(path, "x");
             assert!(!health.ok, "{path:?}");
             assert_eq!(health.detail.as_deref(), Some("bwrap is not installed; install the bubblewrap package"));
         }
@@ -44,17 +48,18 @@ mod tests {
         std::fs::write(bin.path().join("bwrap"), b"").unwrap();
         let empty = tempfile::tempdir().unwrap();
         let path = std::env::join_paths([empty.path(), bin.path()]).unwrap();
-        let health = check_with(Some(&path));
+        let health = check_with(Some(&path), "no resource limits");
         assert!(health.ok);
         assert!(health.detail.as_deref().unwrap().contains("no egress (install slirp4netns)"), "{health:?}");
 
         std::fs::write(empty.path().join("slirp4netns"), b"").unwrap();
-        let health = check_with(Some(&path));
+        let health = check_with(Some(&path), "no resource limits");
         assert!(health.ok);
-        assert!(health.detail.as_deref().unwrap().starts_with("bwrap found; egress via slirp4netns;"), "{health:?}");
+        let detail = health.detail.as_deref().unwrap();
+        assert!(detail.starts_with("bwrap found; egress via slirp4netns; no resource limits; setuid"), "{health:?}");
         // A directory named bwrap is not a program.
         let dir_only = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir_only.path().join("bwrap")).unwrap();
-        assert!(!check_with(Some(dir_only.path().as_os_str())).ok);
+        assert!(!check_with(Some(dir_only.path().as_os_str()), "x").ok);
     }
 }

@@ -9,35 +9,62 @@
 //!
 //! It runs nothing itself: every command, bwrap included, goes to the box's
 //! host through core (`host.run`), so the same driver confines boxes on a
-//! remote host. It declares no resource limits: the only unprivileged route
-//! to a cgroup is `systemd-run --user --scope`, which is not built (see
-//! README: these machines have no systemd to prove it against).
+//! remote host.
+//!
+//! Nothing a box writes reaches the host with privilege (ADR 0015): a
+//! seccomp program refuses setuid and setgid bits, no nested user namespace
+//! can grant file capabilities, and a root caller's box runs as its
+//! workspace's owner. Resource limits are a cgroup per box, declared only
+//! where the caller can make one (root; see `cgroup::support`).
 
 mod bwrap;
+mod cgroup;
 mod health;
 mod sandbox;
+mod seccomp;
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
-use tinybox_sdk::model::{ExitStatus, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind};
+use tinybox_sdk::model::{ExitStatus, Feature, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind};
 use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult};
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
-struct Namespace;
+struct Namespace {
+    /// The limits this caller can apply here, decided in the handshake.
+    limits: OnceLock<cgroup::Support>,
+}
+
+impl Namespace {
+    fn support(&self) -> cgroup::Support {
+        self.limits.get().cloned().unwrap_or_else(|| cgroup::Support {
+            limits: Default::default(),
+            why: "no resource limits (asked before the handshake)".into(),
+        })
+    }
+}
 
 #[async_trait]
 impl SandboxDriver for Namespace {
+    fn configure(&self, _host: &HostHandle) {
+        let is_root = rustix::process::geteuid().is_root();
+        let _ = self.limits.set(cgroup::support(Path::new("/sys/fs/cgroup"), is_root));
+    }
+
     fn info(&self) -> DriverInfo {
-        DriverInfo { name: "namespace".into(), version: env!("CARGO_PKG_VERSION").into(), health: health::check() }
+        let health = health::check(&self.support().why);
+        DriverInfo { name: "namespace".into(), version: env!("CARGO_PKG_VERSION").into(), health }
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
+        let limits = self.support().limits;
         SandboxCapabilities {
             isolation: IsolationLevel::Kernel,
             snapshot: SnapshotSupport::None,
-            features: Default::default(),
-            limits: Default::default(),
+            features: if limits.is_empty() { Default::default() } else { [Feature::ResourceLimits].into() },
+            limits,
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
             options: Default::default(),
@@ -45,7 +72,8 @@ impl SandboxDriver for Namespace {
     }
 
     async fn create(&self, host: &HostHandle, p: CreateParams) -> Result<CreateResult, DriverError> {
-        sandbox::create(host, p).await
+        let store = host.state_dir().map(|d| d.display().to_string()).unwrap_or_default();
+        sandbox::create(host, &store, p).await
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
@@ -81,12 +109,12 @@ fn main() {
         // WORKSPACE runs a command with (the command itself follows).
         Some("--print-bwrap-args") if args.len() == 3 => {
             let env = BTreeMap::new();
-            let layout = bwrap::Layout { workspace: &args[2], cwd: None, env: &env, share_net: false };
+            let layout = bwrap::Layout { workspace: &args[2], cwd: None, env: &env, share_net: false, cgroups: &[] };
             let words = bwrap::args(&layout, &[]);
             println!("{}", words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
             return;
         }
         _ => {}
     }
-    tinybox_sdk::run_sandbox_main(Namespace)
+    tinybox_sdk::run_sandbox_main(Namespace { limits: OnceLock::new() })
 }

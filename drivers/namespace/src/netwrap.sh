@@ -1,4 +1,4 @@
-# Runs `bwrap "$@"` with egress through slirp4netns and the host's loopback
+# Runs "$@" (the seccomp feeder, then bwrap) with egress through slirp4netns and the host's loopback
 # disabled: the box reaches the outside but never a service listening on the
 # host's 127.0.0.1.
 #
@@ -16,7 +16,7 @@ cleanup() { [ -n "$slirp" ] && kill "$slirp" 2>/dev/null; rm -rf "$d"; }
 trap cleanup EXIT
 mkfifo "$d/inside" "$d/go" "$d/ready"
 unshare --user --map-current-user --net -- \
-    sh -c 'echo >"$1"; read -r _ <"$2"; shift 2; exec bwrap "$@"' tinybox-netns "$d/inside" "$d/go" "$@" &
+    sh -c 'echo >"$1"; read -r _ <"$2"; shift 2; exec "$@"' tinybox-netns "$d/inside" "$d/go" "$@" &
 ns=$!
 # Only once it is inside its own namespaces may slirp4netns look at it.
 read -r _ <"$d/inside"

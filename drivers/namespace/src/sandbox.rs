@@ -13,23 +13,47 @@ use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
 };
 
-use crate::bwrap;
+use tinybox_sdk::model::names::validate_name;
+
+use crate::{bwrap, cgroup, seccomp};
 
 /// The orchestration for egress, run by the host's `sh`.
 const NETWRAP: &str = include_str!("netwrap.sh");
 
+/// Feeds the seccomp program (`$1`, a printf format) to the command after
+/// it on descriptor 3, where `bwrap --seccomp 3` reads it; the command keeps
+/// the caller's stdin. A pipe, so the program is never a file on the host.
+pub const SECCOMP: &str = r#"exec 4<&0
+printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
+"#;
+
 /// What core stores for a box and hands back on every call.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 struct Handle {
     workspace: String,
     /// The workspace was made for the box (no directory was given) and goes with it.
     owned: bool,
     egress: bool,
+    /// The uid and gid bwrap runs as: the workspace's owner, when the caller
+    /// is root and the owner is not.
+    runas: Option<(u32, u32)>,
+    /// The host's machine (`uname -m`), which the seccomp program is built for;
+    /// `None` for a box made before the program existed.
+    arch: Option<seccomp::Arch>,
+    /// The box's cgroup directories on the host; empty when no limit is in force.
+    cgroups: Vec<String>,
 }
 
 impl Handle {
     fn json(&self) -> serde_json::Value {
-        serde_json::json!({ "workspace": self.workspace, "owned": self.owned, "egress": self.egress })
+        serde_json::json!({
+            "workspace": self.workspace,
+            "owned": self.owned,
+            "egress": self.egress,
+            "runas": self.runas.map(|(u, g)| format!("{u}:{g}")),
+            "arch": self.arch.map(seccomp::Arch::name),
+            "cgroups": self.cgroups,
+        })
     }
 
     fn parse(v: &serde_json::Value) -> Result<Handle, DriverError> {
@@ -37,12 +61,33 @@ impl Handle {
             .get("workspace")
             .and_then(|w| w.as_str())
             .ok_or_else(|| DriverError::invalid("the box record has no workspace; it was not made by this driver"))?;
+        let runas = match v.get("runas").and_then(|r| r.as_str()) {
+            None => None,
+            Some(text) => Some(
+                parse_owner(text)
+                    .ok_or_else(|| DriverError::invalid(format!("the box record's runas {text:?} is not uid:gid")))?,
+            ),
+        };
+        let cgroups = v
+            .get("cgroups")
+            .and_then(|c| c.as_array())
+            .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
         Ok(Handle {
             workspace: workspace.to_owned(),
             owned: v.get("owned").and_then(|o| o.as_bool()).unwrap_or(false),
             egress: v.get("egress").and_then(|e| e.as_bool()).unwrap_or(false),
+            runas,
+            arch: v.get("arch").and_then(|a| a.as_str()).and_then(seccomp::Arch::from_uname),
+            cgroups,
         })
     }
+}
+
+/// `uid:gid`, both numbers.
+fn parse_owner(text: &str) -> Option<(u32, u32)> {
+    let (u, g) = text.split_once(':')?;
+    Some((u.parse().ok()?, g.parse().ok()?))
 }
 
 fn host_env() -> BTreeMap<String, String> {
@@ -50,22 +95,39 @@ fn host_env() -> BTreeMap<String, String> {
 }
 
 /// Checks the host can run boxes and makes the workspace when none was
-/// given; prints the workspace path. Exit codes name what is missing.
+/// given. A root caller over a workspace someone else owns runs bwrap as
+/// that owner, so the checks run as the owner too. Prints the owner to run
+/// as (or an empty line), the machine, and the workspace path, in that
+/// order. Exit codes name what is missing.
 const PROBE: &str = r#"
 ws="$1"
 if [ -z "$ws" ]; then ws=$(mktemp -d "${TMPDIR:-/tmp}/tinybox-$2.XXXXXX") || exit 3; fi
 [ -d "$ws" ] || exit 3
 command -v bwrap >/dev/null 2>&1 || exit 4
-bwrap --unshare-user --unshare-pid --ro-bind / / true || exit 5
+runas=
+if [ "$(id -u)" = 0 ]; then
+    owner=$(stat -c %u:%g -- "$ws") || exit 3
+    if [ "${owner%%:*}" != 0 ]; then
+        command -v setpriv >/dev/null 2>&1 || exit 8
+        runas=$owner
+    fi
+fi
+as_owner() {
+    if [ -n "$runas" ]; then setpriv --reuid="${runas%%:*}" --regid="${runas#*:}" --clear-groups -- "$@"; else "$@"; fi
+}
+as_owner bwrap --unshare-user --unshare-pid --ro-bind / / true || exit 5
+as_owner bwrap --unshare-user --unshare-pid --ro-bind / / --ro-bind "$ws" /tmp true 2>/dev/null || exit 9
 if [ "$3" = egress ]; then
     command -v slirp4netns >/dev/null 2>&1 || exit 6
     command -v unshare >/dev/null 2>&1 || exit 6
-    [ -r /dev/net/tun ] && [ -w /dev/net/tun ] || exit 7
+    as_owner sh -c '[ -r /dev/net/tun ] && [ -w /dev/net/tun ]' || exit 7
 fi
-printf '%s' "$ws"
+printf '%s\n%s\n%s' "$runas" "$(uname -m)" "$ws"
 "#;
 
-pub async fn create(host: &dyn Host, p: CreateParams) -> Result<CreateResult, DriverError> {
+/// `store` tells this store's boxes from another's: box ids are only unique
+/// within one store, and a cgroup is the whole host's.
+pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<CreateResult, DriverError> {
     let given = match &p.source {
         None => None,
         Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
@@ -76,6 +138,7 @@ pub async fn create(host: &dyn Host, p: CreateParams) -> Result<CreateResult, Dr
             )));
         }
     };
+    validate_name("namespace", &p.namespace).map_err(|e| DriverError::invalid(e.to_string()))?;
     let egress = p.network == Some(NetworkPolicy::Egress);
     let argv = vec![
         "sh".into(),
@@ -87,8 +150,20 @@ pub async fn create(host: &dyn Host, p: CreateParams) -> Result<CreateResult, Dr
         if egress { "egress".into() } else { "denied".into() },
     ];
     let out = capture(host, argv, host_env(), b"").await?;
-    let workspace = match out.status.code {
-        Some(0) => out.stdout_text(),
+    let (runas, machine, workspace) = match out.status.code {
+        Some(0) => {
+            let text = out.stdout_text();
+            let mut parts = text.splitn(3, '\n');
+            let (runas, machine, ws) = (parts.next(), parts.next(), parts.next());
+            match (runas, machine, ws) {
+                (Some(r), Some(m), Some(w)) if !w.is_empty() => (r.to_owned(), m.to_owned(), w.to_owned()),
+                _ => {
+                    return Err(DriverError::failed(format!(
+                        "the host check printed {text:?}, not runas, machine and workspace"
+                    )));
+                }
+            }
+        }
         Some(3) => {
             return Err(DriverError::invalid(format!(
                 "workspace directory {} does not exist on the host",
@@ -114,16 +189,123 @@ pub async fn create(host: &dyn Host, p: CreateParams) -> Result<CreateResult, Dr
                 "egress needs read-write access to /dev/net/tun, which the host denies to this user (Debian's udev makes it 0666)",
             ));
         }
+        Some(8) => {
+            return Err(DriverError::unavailable(
+                "a root caller's box runs as its workspace's owner through setpriv, which the host lacks; install util-linux",
+            ));
+        }
+        Some(9) => {
+            return Err(DriverError::invalid(format!(
+                "the owner of workspace {} cannot reach it, and a root caller's box runs as that owner; choose a directory its owner can open, or one root owns",
+                given.as_deref().unwrap_or("(temporary)")
+            )));
+        }
         _ => {
             return Err(DriverError::failed(format!("the host check failed ({}): {}", out.status, out.stderr_text())));
         }
     };
-    let handle = Handle { workspace, owned: given.is_none(), egress };
+    let runas = match runas.as_str() {
+        "" => None,
+        text => Some(
+            parse_owner(text).ok_or_else(|| DriverError::failed(format!("the host check printed owner {text:?}")))?,
+        ),
+    };
+    let owned = given.is_none();
+    let Some(arch) = seccomp::Arch::from_uname(&machine) else {
+        discard(host, &workspace, owned, &[]).await;
+        return Err(DriverError::unsupported(format!(
+            "the namespace sandbox filters system calls on x86_64 and aarch64 hosts; this host is {machine}"
+        )));
+    };
+    let mut handle = Handle { workspace, owned, egress, runas, arch: Some(arch), cgroups: Vec::new() };
+    if !p.resources.set().is_empty() {
+        let mut argv = vec!["sh".into(), "-c".into(), cgroup::SETUP.into(), "tinybox-cgroup".into()];
+        argv.push(cgroup::name(store, &p.namespace, p.box_id.as_str()));
+        argv.extend(cgroup::setup_args(&p.resources));
+        let out = capture(host, argv, host_env(), b"").await?;
+        let dirs: Vec<String> = out.stdout_text().lines().map(str::to_owned).collect();
+        if !out.success() || dirs.is_empty() {
+            discard(host, &handle.workspace, owned, &dirs).await;
+            return Err(DriverError::unavailable(format!(
+                "cannot apply the box's limits on the host ({}): {}; run as root where the cgroup hierarchy is writable",
+                out.status,
+                out.stderr_text()
+            )));
+        }
+        handle.cgroups = dirs;
+    }
     Ok(CreateResult { handle: handle.json(), workdir: Some(bwrap::WORKSPACE.into()), isolation: None })
+}
+
+/// Undoes a create that failed half-way; what cannot be undone is left.
+async fn discard(host: &dyn Host, workspace: &str, owned: bool, cgroups: &[String]) {
+    let _ = remove_cgroups(host, cgroups).await;
+    if owned {
+        let _ =
+            capture(host, vec!["rm".into(), "-rf".into(), "--".into(), workspace.to_owned()], host_env(), b"").await;
+    }
+}
+
+async fn remove_cgroups(host: &dyn Host, cgroups: &[String]) -> Result<(), DriverError> {
+    if cgroups.is_empty() {
+        return Ok(());
+    }
+    let mut argv = vec!["sh".to_owned(), "-c".to_owned(), cgroup::REMOVE.to_owned(), "tinybox-cgroup-rm".to_owned()];
+    argv.extend(cgroups.iter().cloned());
+    let out = capture(host, argv, host_env(), b"").await?;
+    if !out.success() {
+        return Err(DriverError::failed(format!("cannot remove the box's cgroups: {}", out.stderr_text())));
+    }
+    Ok(())
+}
+
+/// The whole command the host runs for one exec, outermost first: enter the
+/// box's cgroups (as the caller, who may write them), become the workspace's
+/// owner, make the egress namespace, hand bwrap its seccomp program, bwrap.
+fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec<String> {
+    let mut v = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        SECCOMP.to_owned(),
+        "tinybox-seccomp".to_owned(),
+        seccomp::printf_format(&seccomp::bytes(arch)),
+        "bwrap".to_owned(),
+    ];
+    v.extend(bwrap_args);
+    if handle.egress {
+        let mut outer = vec!["sh".to_owned(), "-c".to_owned(), NETWRAP.to_owned(), "tinybox-netwrap".to_owned()];
+        outer.extend(v);
+        v = outer;
+    }
+    if let Some((uid, gid)) = handle.runas {
+        let mut outer = vec![
+            "setpriv".to_owned(),
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".to_owned(),
+            "--".to_owned(),
+        ];
+        outer.extend(v);
+        v = outer;
+    }
+    if !handle.cgroups.is_empty() {
+        let mut outer = vec!["sh".to_owned(), "-c".to_owned(), cgroup::ENTER.to_owned(), "tinybox-cgroup".to_owned()];
+        outer.push(handle.cgroups.len().to_string());
+        outer.extend(handle.cgroups.iter().cloned());
+        outer.extend(v);
+        v = outer;
+    }
+    v
 }
 
 pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
     let handle = Handle::parse(&p.target.handle)?;
+    let Some(arch) = handle.arch else {
+        return Err(DriverError::unsupported(format!(
+            "box {} was made by an older namespace driver that let it set setuid bits in its workspace; remove it and create it again",
+            p.target.box_id
+        )));
+    };
     let mut env = p.box_env;
     env.extend(p.request.env);
     // With egress, the network namespace is the one netwrap.sh prepared.
@@ -132,17 +314,9 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
         cwd: p.request.cwd.as_deref(),
         env: &env,
         share_net: handle.egress,
+        cgroups: &handle.cgroups,
     };
-    let args = bwrap::args(&layout, &p.request.argv);
-    let argv = if handle.egress {
-        let mut v = vec!["sh".to_owned(), "-c".to_owned(), NETWRAP.to_owned(), "tinybox-netwrap".to_owned()];
-        v.extend(args);
-        v
-    } else {
-        let mut v = vec!["bwrap".to_owned()];
-        v.extend(args);
-        v
-    };
+    let argv = command(&handle, arch, bwrap::args(&layout, &p.request.argv));
     host.run(RunParams { exec_id: p.exec_id, argv, env: host_env(), clear_env: true, cwd: None, stdio: p.stdio }).await
 }
 
@@ -156,6 +330,7 @@ pub async fn destroy(host: &dyn Host, target: BoxRef) -> Result<(), DriverError>
         return Err(DriverError::not_found(format!("box {} left nothing behind", target.box_id)));
     }
     let handle = Handle::parse(&target.handle)?;
+    remove_cgroups(host, &handle.cgroups).await?;
     if !handle.owned {
         // The directory is the caller's own; the box never owned it.
         return Ok(());
@@ -173,10 +348,24 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
     let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
     Ok(if out.success() {
         let net = if handle.egress { "egress via slirp4netns, no host loopback" } else { "loopback only" };
+        let owner = match handle.runas {
+            Some((u, g)) => format!("bwrap runs as the workspace's owner {u}:{g}"),
+            None => "bwrap runs as the caller".to_owned(),
+        };
+        let filter = if handle.arch.is_some() {
+            "setuid and setgid bits refused"
+        } else {
+            "made before setuid bits were refused: recreate it"
+        };
+        let limits = if handle.cgroups.is_empty() {
+            "no limits".to_owned()
+        } else {
+            format!("limits in cgroup {}", handle.cgroups.join(", "))
+        };
         InspectResult {
             state: BoxState::Ready,
             detail: Some(format!(
-                "workspace {} at /workspace; network {net}; a fresh bwrap per command",
+                "workspace {} at /workspace; network {net}; {owner}; {filter}; {limits}; a fresh bwrap per command",
                 handle.workspace
             )),
         }

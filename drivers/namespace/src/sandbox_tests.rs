@@ -35,7 +35,10 @@ fn local(path: &str) -> Option<WorkspaceSource> {
 }
 
 fn handle(workspace: &str, owned: bool, egress: bool) -> serde_json::Value {
-    serde_json::json!({ "workspace": workspace, "owned": owned, "egress": egress })
+    serde_json::json!({
+        "workspace": workspace, "owned": owned, "egress": egress,
+        "runas": null, "arch": "x86_64", "cgroups": [],
+    })
 }
 
 fn target(handle: serde_json::Value) -> BoxRef {
@@ -76,6 +79,9 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
         "--new-session",
         "--cap-drop",
         "ALL",
+        "--disable-userns",
+        "--seccomp",
+        "3",
         "--ro-bind",
         "/usr",
         "/usr",
@@ -93,6 +99,8 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
         "/lib64",
         "--proc",
         "/proc",
+        "--tmpfs",
+        "/proc/1",
         "--dev",
         "/dev",
         "--tmpfs",
@@ -133,6 +141,12 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
     a
 }
 
+/// What runs bwrap: the shell that feeds it the seccomp program on fd 3.
+fn seccomp_feeder() -> Vec<String> {
+    let program = crate::seccomp::printf_format(&crate::seccomp::bytes(crate::seccomp::Arch::X86_64));
+    words(&["sh", "-c", SECCOMP, "tinybox-seccomp", &program, "bwrap"])
+}
+
 /// The host paths a bwrap command line makes visible in the box, by any bind flag.
 fn bound_sources(argv: &[String]) -> BTreeSet<String> {
     const BINDS: [&str; 6] = ["--bind", "--bind-try", "--ro-bind", "--ro-bind-try", "--dev-bind", "--dev-bind-try"];
@@ -141,8 +155,8 @@ fn bound_sources(argv: &[String]) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn create_over_a_directory_probes_the_host_once_and_keeps_the_directory() {
-    let host = FakeHost::new().otherwise(Reply::ok(WS));
-    let made = create(&host, create_params(local(WS), Some(NetworkPolicy::Denied))).await.unwrap();
+    let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
+    let made = create(&host, "/store", create_params(local(WS), Some(NetworkPolicy::Denied))).await.unwrap();
     let calls = host.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let probe = &calls[0].params;
@@ -155,8 +169,8 @@ async fn create_over_a_directory_probes_the_host_once_and_keeps_the_directory() 
 
 #[tokio::test]
 async fn create_without_a_directory_takes_the_one_the_probe_made_and_owns_it() {
-    let host = FakeHost::new().otherwise(Reply::ok("/tmp/tinybox-box-0.Ab12Cd\n"));
-    let made = create(&host, create_params(None, Some(NetworkPolicy::Egress))).await.unwrap();
+    let host = FakeHost::new().otherwise(Reply::ok("\nx86_64\n/tmp/tinybox-box-0.Ab12Cd"));
+    let made = create(&host, "/store", create_params(None, Some(NetworkPolicy::Egress))).await.unwrap();
     let argv = host.argvs().remove(0);
     assert_eq!(
         argv[3..],
@@ -168,7 +182,7 @@ async fn create_without_a_directory_takes_the_one_the_probe_made_and_owns_it() {
 
 #[tokio::test]
 async fn each_probe_failure_is_named_with_what_to_do() {
-    let cases: [(i32, ErrorCode, &str); 6] = [
+    let cases: [(i32, ErrorCode, &str); 8] = [
         (3, ErrorCode::InvalidRequest, "workspace directory /home/u/proj does not exist on the host"),
         (4, ErrorCode::Unavailable, "bwrap is not installed on the host; install the bubblewrap package"),
         (
@@ -178,16 +192,18 @@ async fn each_probe_failure_is_named_with_what_to_do() {
         ),
         (6, ErrorCode::Unavailable, "install the slirp4netns and util-linux packages"),
         (7, ErrorCode::Unavailable, "read-write access to /dev/net/tun"),
+        (8, ErrorCode::Unavailable, "through setpriv, which the host lacks; install util-linux"),
+        (9, ErrorCode::InvalidRequest, "the owner of workspace /home/u/proj cannot reach it"),
         (2, ErrorCode::Failed, "the host check failed (exit code 2): bwrap: setting up uid map: Permission denied"),
     ];
     for (code, kind, says) in cases {
         let host = FakeHost::new().otherwise(Reply::fail(code, "bwrap: setting up uid map: Permission denied\n"));
-        let err = create(&host, create_params(local(WS), None)).await.unwrap_err();
+        let err = create(&host, "/store", create_params(local(WS), None)).await.unwrap_err();
         assert_eq!(err.code, kind, "exit {code}: {err}");
         assert!(err.message.contains(says), "exit {code}: {err}");
     }
     let host = FakeHost::new().otherwise(Reply::error(DriverError::failed("host.run: connection closed")));
-    let err = create(&host, create_params(local(WS), None)).await.unwrap_err();
+    let err = create(&host, "/store", create_params(local(WS), None)).await.unwrap_err();
     assert_eq!(err.message, "host.run: connection closed");
 }
 
@@ -195,7 +211,7 @@ async fn each_probe_failure_is_named_with_what_to_do() {
 async fn a_source_other_than_a_directory_is_refused_before_the_host_hears_of_it() {
     let host = FakeHost::new();
     let image = Some(WorkspaceSource::OciImage { reference: "busybox".into() });
-    let err = create(&host, create_params(image, None)).await.unwrap_err();
+    let err = create(&host, "/store", create_params(image, None)).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unsupported);
     assert!(host.calls().is_empty());
 }
@@ -208,7 +224,7 @@ async fn exec_with_the_network_denied_is_one_bwrap_with_exactly_this_boundary() 
     let calls = host.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let run = &calls[0].params;
-    let mut expected = words(&["bwrap"]);
+    let mut expected = seccomp_feeder();
     expected.extend(boundary(true, "/workspace/src"));
     assert_eq!(run.argv, expected);
     // bwrap itself runs with nothing of the caller's environment but a PATH,
@@ -226,6 +242,7 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
     exec(&host, exec_params(handle(WS, false, true), None)).await.unwrap();
     let run = &host.calls()[0].params;
     let mut expected = words(&["sh", "-c", NETWRAP, "tinybox-netwrap"]);
+    expected.extend(seccomp_feeder());
     expected.extend(boundary(false, "/workspace"));
     assert_eq!(run.argv, expected, "every flag but --unshare-net, which netwrap.sh's namespace replaces");
     assert!(NETWRAP.contains("--disable-host-loopback"), "egress never reaches the host's loopback");
@@ -306,6 +323,7 @@ async fn destroy_removes_only_a_workspace_the_box_owns() {
     let host = FakeHost::new();
     destroy(&host, target(handle("/tmp/tinybox-box-0.Ab12Cd", true, false))).await.unwrap();
     let calls = host.calls();
+    assert_eq!(calls.len(), 1, "no cgroup to remove: {calls:?}");
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].params.argv, words(&["rm", "-rf", "--", "/tmp/tinybox-box-0.Ab12Cd"]));
     assert_eq!(calls[0].params.env, path_only());
@@ -322,10 +340,90 @@ async fn inspect_is_ready_while_the_workspace_exists() {
     let seen = inspect(&host, target(handle(WS, false, true))).await.unwrap();
     assert_eq!(host.argvs(), [words(&["test", "-d", WS])]);
     assert_eq!(seen.state, BoxState::Ready);
-    assert!(seen.detail.unwrap().contains("network egress via slirp4netns, no host loopback"));
+    let detail = seen.detail.unwrap();
+    assert!(detail.contains("network egress via slirp4netns, no host loopback"), "{detail}");
+    assert!(detail.contains("bwrap runs as the caller; setuid and setgid bits refused; no limits"), "{detail}");
 
     let host = FakeHost::new().otherwise(Reply::fail(1, ""));
     let seen = inspect(&host, target(handle(WS, false, false))).await.unwrap();
     assert_eq!(seen.state, BoxState::Gone);
     assert_eq!(seen.detail.as_deref(), Some("workspace /home/u/proj no longer exists"));
+}
+
+#[tokio::test]
+async fn a_root_caller_over_another_owner_s_workspace_runs_bwrap_as_that_owner() {
+    let host = FakeHost::new().otherwise(Reply::ok(format!("1000:1001\nx86_64\n{WS}")));
+    let made = create(&host, "/store", create_params(local(WS), None)).await.unwrap();
+    assert_eq!(made.handle["runas"], "1000:1001");
+    let host = FakeHost::new();
+    exec(&host, exec_params(made.handle, None)).await.unwrap();
+    let argv = host.argvs().remove(0);
+    assert_eq!(argv[..5], words(&["setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--"]));
+    assert_eq!(argv[5..11], seccomp_feeder()[..], "setpriv execs the feeder, which execs bwrap");
+}
+
+#[tokio::test]
+async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destroy_removes() {
+    let dirs = "/sys/fs/cgroup/pids/tinybox.ns1.box-0\n/sys/fs/cgroup/memory/x/tinybox.ns1.box-0\n";
+    let host = FakeHost::new()
+        .on(|a| a[3] == "tinybox-cgroup", Reply::ok(dirs))
+        .otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
+    let mut p = create_params(local(WS), None);
+    p.resources = Resources { pids: Some(64), memory_bytes: Some(1 << 26), cpus: Some(0.5), disk_bytes: None };
+    let made = create(&host, "/store", p).await.unwrap();
+    let setup = &host.calls()[1].params.argv;
+    assert_eq!(setup[..3], words(&["sh", "-c", crate::cgroup::SETUP]));
+    let name = crate::cgroup::name("/store", "ns1", "box-0");
+    assert_eq!(setup[3..], words(&["tinybox-cgroup", &name, "64", "67108864", "50000"]));
+    let cgroups: Vec<String> = dirs.lines().map(str::to_owned).collect();
+    assert_eq!(made.handle["cgroups"], serde_json::json!(cgroups));
+
+    let host = FakeHost::new();
+    exec(&host, exec_params(made.handle.clone(), None)).await.unwrap();
+    let argv = host.argvs().remove(0);
+    let mut head = words(&["sh", "-c", crate::cgroup::ENTER, "tinybox-cgroup", "2"]);
+    head.extend(cgroups.iter().cloned());
+    assert_eq!(argv[..head.len()], head[..], "the cgroup is entered before anything else runs");
+    assert_eq!(argv[head.len()..head.len() + 6], seccomp_feeder()[..]);
+    for dir in &cgroups {
+        let inside = crate::cgroup::in_box(dir).unwrap();
+        assert!(
+            argv.windows(3).any(|w| w == [words(&["--ro-bind"]), vec![dir.clone()], vec![inside.clone()]].concat())
+        );
+    }
+
+    let host = FakeHost::new();
+    destroy(&host, target(made.handle)).await.unwrap();
+    let rm = &host.calls()[0].params.argv;
+    assert_eq!(rm[..4], words(&["sh", "-c", crate::cgroup::REMOVE, "tinybox-cgroup-rm"]));
+    assert_eq!(rm[4..], cgroups[..]);
+    assert_eq!(host.calls().len(), 1, "the caller's workspace stays");
+}
+
+#[tokio::test]
+async fn a_cgroup_that_cannot_be_made_refuses_the_box_and_removes_what_create_made() {
+    let host = FakeHost::new()
+        .on(|a| a[3] == "tinybox-cgroup", Reply::fail(1, "tinybox: cannot make /sys/fs/cgroup/pids/x\n"))
+        .otherwise(Reply::ok("\nx86_64\n/tmp/tinybox-box-0.Ab12Cd"));
+    let mut p = create_params(None, None);
+    p.resources.pids = Some(64);
+    let err = create(&host, "/store", p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable);
+    assert!(err.message.contains("cannot apply the box's limits on the host"), "{err}");
+    assert_eq!(host.argvs().last().unwrap(), &words(&["rm", "-rf", "--", "/tmp/tinybox-box-0.Ab12Cd"]));
+}
+
+#[tokio::test]
+async fn a_box_from_before_the_filter_or_on_another_machine_is_refused() {
+    let host = FakeHost::new();
+    let old = serde_json::json!({ "workspace": WS, "owned": false, "egress": false });
+    let err = exec(&host, exec_params(old, None)).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unsupported);
+    assert!(err.message.contains("remove it and create it again"), "{err}");
+    assert!(host.calls().is_empty());
+
+    let host = FakeHost::new().otherwise(Reply::ok("\nriscv64\n/tmp/tinybox-box-0.Ab12Cd"));
+    let err = create(&host, "/store", create_params(None, None)).await.unwrap_err();
+    assert!(err.message.contains("this host is riscv64"), "{err}");
+    assert_eq!(host.argvs().last().unwrap(), &words(&["rm", "-rf", "--", "/tmp/tinybox-box-0.Ab12Cd"]));
 }

@@ -1,0 +1,226 @@
+//! Resource limits: one cgroup per box, made when the box is created,
+//! entered by every command before its first instruction, removed with the
+//! box. Which limits this driver declares is decided in the handshake from
+//! this machine's cgroup mounts and whether the caller may write them; the
+//! scripts here run on the box's host and do the work (ADR 0015).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use tinybox_sdk::model::{Limit, Resources};
+
+/// The period cpu quotas are expressed in, microseconds.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// What the handshake found: the limits this driver can apply here, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Support {
+    pub limits: BTreeSet<Limit>,
+    pub why: String,
+}
+
+const CONTROLLERS: [(&str, Limit); 3] = [("pids", Limit::Pids), ("memory", Limit::Memory), ("cpu", Limit::Cpu)];
+
+/// Decides from the cgroup mount at `root` (normally /sys/fs/cgroup) for a
+/// caller that is root or not. Only root may make cgroups here: delegation
+/// to an unprivileged user needs a manager (systemd) this driver does not
+/// drive, so an unprivileged caller gets no limits, and is told so.
+pub fn support(root: &Path, is_root: bool) -> Support {
+    let none = |why: &str| Support { limits: BTreeSet::new(), why: why.to_owned() };
+    if !is_root {
+        return none("no resource limits: the caller is not root and no delegated cgroup is driven");
+    }
+    let limits: BTreeSet<Limit> = match std::fs::read_to_string(root.join("cgroup.controllers")) {
+        // cgroup v2: the controllers the root offers.
+        Ok(listed) => CONTROLLERS
+            .iter()
+            .filter(|(name, _)| listed.split_whitespace().any(|c| c == *name))
+            .map(|(_, limit)| *limit)
+            .collect(),
+        // cgroup v1 (or hybrid): a hierarchy per controller.
+        Err(_) => CONTROLLERS
+            .iter()
+            .filter(|(name, _)| root.join(name).join("cgroup.procs").is_file())
+            .map(|(_, limit)| *limit)
+            .collect(),
+    };
+    if limits.is_empty() {
+        return none(&format!("no resource limits: no pids, memory or cpu cgroup controller under {}", root.display()));
+    }
+    let names: Vec<&str> = limits.iter().map(|l| l.as_str()).collect();
+    Support { limits, why: format!("limits {} in a cgroup per box", names.join(", ")) }
+}
+
+/// The name of a box's cgroup: deterministic, from the store (hashed: box
+/// ids repeat across stores) and names core validated (letters, digits,
+/// `.`, `_`, `-`); the prefix keeps it apart from every control file of a
+/// cgroup directory.
+pub fn name(store: &str, namespace: &str, box_id: &str) -> String {
+    let tag = blake3::hash(store.as_bytes()).to_hex();
+    format!("tinybox.{}.{namespace}.{box_id}", &tag[..12])
+}
+
+/// The arguments of [`SETUP`] after the name: pids, memory bytes, cpu
+/// quota per period; empty for a limit not in force.
+pub fn setup_args(r: &Resources) -> [String; 3] {
+    let quota = r.cpus.map(|c| ((c * CPU_PERIOD_US as f64).round() as u64).max(1000));
+    [
+        r.pids.map(|p| p.to_string()).unwrap_or_default(),
+        r.memory_bytes.map(|m| m.to_string()).unwrap_or_default(),
+        quota.map(|q| q.to_string()).unwrap_or_default(),
+    ]
+}
+
+/// Makes the box's cgroup(s) and sets their limits; prints one directory
+/// per line. With cgroup v2 one directory under /sys/fs/cgroup/tinybox
+/// (only the root cgroup may hold processes and hand out controllers at
+/// once); with v1 one per controller, under the caller's own cgroup in
+/// that hierarchy, so an outer limit on the caller still holds.
+/// `$1` name, `$2` pids, `$3` memory bytes, `$4` cpu quota (µs per 100 ms).
+pub const SETUP: &str = r#"
+set -u
+name=$1 pids=$2 mem=$3 cpu=$4
+fail() { echo "tinybox: $*" >&2; exit 1; }
+put() { printf '%s\n' "$2" > "$1" || fail "cannot write $2 to $1"; }
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    base=/sys/fs/cgroup/tinybox
+    mkdir -p "$base" || fail "cannot make $base"
+    for c in pids memory cpu; do
+        case $c in pids) v=$pids ;; memory) v=$mem ;; cpu) v=$cpu ;; esac
+        [ -n "$v" ] || continue
+        put /sys/fs/cgroup/cgroup.subtree_control "+$c"
+        put "$base/cgroup.subtree_control" "+$c"
+    done
+    d=$base/$name
+    mkdir -p "$d" || fail "cannot make $d"
+    [ -z "$pids" ] || put "$d/pids.max" "$pids"
+    if [ -n "$mem" ]; then
+        put "$d/memory.max" "$mem"
+        [ ! -f "$d/memory.swap.max" ] || put "$d/memory.swap.max" 0
+    fi
+    [ -z "$cpu" ] || put "$d/cpu.max" "$cpu 100000"
+    printf '%s\n' "$d"
+    exit 0
+fi
+for c in pids memory cpu; do
+    case $c in pids) v=$pids ;; memory) v=$mem ;; cpu) v=$cpu ;; esac
+    [ -n "$v" ] || continue
+    [ -f "/sys/fs/cgroup/$c/cgroup.procs" ] || fail "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c"
+    own=$(awk -F: -v c="$c" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) { sub(/^[^:]*:[^:]*:/, ""); print; exit } }' /proc/self/cgroup)
+    own=${own%/}
+    d=/sys/fs/cgroup/$c$own/$name
+    mkdir -p "$d" || fail "cannot make $d"
+    case $c in
+        pids) put "$d/pids.max" "$v" ;;
+        memory)
+            put "$d/memory.limit_in_bytes" "$v"
+            [ ! -f "$d/memory.memsw.limit_in_bytes" ] || put "$d/memory.memsw.limit_in_bytes" "$v" ;;
+        cpu) put "$d/cpu.cfs_period_us" 100000; put "$d/cpu.cfs_quota_us" "$v" ;;
+    esac
+    printf '%s\n' "$d"
+done
+"#;
+
+/// Moves itself into each directory given (`$1` of them) and execs the
+/// rest: the command's first instruction already runs under the limits.
+pub const ENTER: &str = r#"
+n=$1; shift
+while [ "$n" -gt 0 ]; do
+    printf '%s\n' "$$" > "$1/cgroup.procs" || { echo "tinybox: cannot enter cgroup $1" >&2; exit 125; }
+    shift; n=$((n - 1))
+done
+exec "$@"
+"#;
+
+/// Kills whatever is left in each directory given and removes it. Bounded:
+/// a process that will not die leaves the directory, and says so.
+pub const REMOVE: &str = r#"
+status=0
+for d in "$@"; do
+    [ -d "$d" ] || continue
+    [ ! -f "$d/cgroup.kill" ] || printf '1\n' > "$d/cgroup.kill" 2>/dev/null
+    i=0
+    until rmdir "$d" 2>/dev/null; do
+        i=$((i + 1))
+        if [ "$i" -gt 500 ]; then echo "tinybox: cannot remove cgroup $d" >&2; status=1; break; fi
+        for p in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        sleep 0.01
+    done
+done
+exit $status
+"#;
+
+/// Where the box sees its own cgroup directory `host_dir`, read-only: at
+/// /sys/fs/cgroup (v2) or /sys/fs/cgroup/<controller> (v1), as a container
+/// does, so a program can read the limits it runs under.
+pub fn in_box(host_dir: &str) -> Option<String> {
+    let rest = host_dir.strip_prefix("/sys/fs/cgroup/")?;
+    if rest.starts_with("tinybox/") {
+        return Some("/sys/fs/cgroup".into());
+    }
+    let controller = rest.split('/').next()?;
+    CONTROLLERS.iter().any(|(c, _)| *c == controller).then(|| format!("/sys/fs/cgroup/{controller}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(entries: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (path, content) in entries {
+            let p = d.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, content).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn root_gets_the_v1_hierarchies_that_exist() {
+        let d = files(&[("pids/cgroup.procs", ""), ("memory/cgroup.procs", ""), ("blkio/cgroup.procs", "")]);
+        let s = support(d.path(), true);
+        assert_eq!(s.limits, [Limit::Pids, Limit::Memory].into());
+        assert_eq!(s.why, "limits memory, pids in a cgroup per box");
+    }
+
+    #[test]
+    fn root_gets_the_v2_controllers_the_root_offers() {
+        let d = files(&[("cgroup.controllers", "cpuset cpu io memory hugetlb pids\n"), ("cpu/cgroup.procs", "")]);
+        assert_eq!(support(d.path(), true).limits, [Limit::Cpu, Limit::Memory, Limit::Pids].into());
+        let d = files(&[("cgroup.controllers", "hugetlb\n")]);
+        let s = support(d.path(), true);
+        assert!(s.limits.is_empty());
+        assert!(s.why.starts_with("no resource limits: no pids, memory or cpu"), "{}", s.why);
+    }
+
+    #[test]
+    fn an_unprivileged_caller_declares_none_whatever_is_mounted() {
+        let d = files(&[("pids/cgroup.procs", ""), ("memory/cgroup.procs", ""), ("cpu/cgroup.procs", "")]);
+        let s = support(d.path(), false);
+        assert!(s.limits.is_empty());
+        assert!(s.why.contains("not root"), "{}", s.why);
+    }
+
+    #[test]
+    fn setup_args_are_numbers_or_empty_and_the_quota_is_per_100ms() {
+        let r = Resources { cpus: Some(1.5), memory_bytes: Some(64 << 20), pids: Some(64), disk_bytes: None };
+        assert_eq!(setup_args(&r), ["64".to_owned(), (64u64 << 20).to_string(), "150000".to_owned()]);
+        assert_eq!(setup_args(&Resources::default()), [String::new(), String::new(), String::new()]);
+        let tiny = Resources { cpus: Some(0.001), ..Default::default() };
+        assert_eq!(setup_args(&tiny)[2], "1000", "the kernel's smallest quota");
+        let n = name("/s1", "default", "b-1");
+        assert!(n.starts_with("tinybox.") && n.ends_with(".default.b-1"), "{n}");
+        assert_eq!(n, name("/s1", "default", "b-1"));
+        assert_ne!(n, name("/s2", "default", "b-1"), "another store's box-1 is another cgroup");
+    }
+
+    #[test]
+    fn the_box_sees_its_cgroup_where_a_container_would() {
+        assert_eq!(in_box("/sys/fs/cgroup/tinybox/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup"));
+        assert_eq!(in_box("/sys/fs/cgroup/pids/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup/pids"));
+        assert_eq!(in_box("/sys/fs/cgroup/memory/x/y/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup/memory"));
+        assert_eq!(in_box("/elsewhere/pids/x"), None);
+        assert_eq!(in_box("/sys/fs/cgroup/blkio/x"), None);
+    }
+}
