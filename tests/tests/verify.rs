@@ -25,6 +25,26 @@ fn verify_json_with(cli: &Cli, dirs: &[&Path], args: &[&str]) -> (i32, Value, St
     (out.status.code().unwrap_or(-1), v, stderr)
 }
 
+/// Every isolation claim of the process and kernel levels: the checklists
+/// of docs/specs/isolation-levels.md.
+const LEVEL_CLAIMS: &[&str] = &[
+    "isolation.process.cannot_signal_caller",
+    "isolation.process.env_round_trip",
+    "isolation.process.cannot_ptrace_caller",
+    "isolation.process.cannot_read_caller_files",
+    "isolation.process.cannot_write_caller_files",
+    "isolation.kernel.host_processes",
+    "isolation.kernel.env_clean",
+    "isolation.kernel.only_stdio_fds",
+    "isolation.kernel.host_files_hidden",
+    "isolation.kernel.no_host_devices",
+    "isolation.kernel.mounts_stay_inside",
+    "isolation.kernel.nothing_privileged_written",
+];
+
+/// What a sandbox declaring `network_deny` claims.
+const NETWORK_CLAIMS: &[&str] = &["network.deny", "network.no_route_to_host", "network.no_host_sockets"];
+
 /// The status of claim `name` in a report.
 fn status<'a>(v: &'a Value, name: &str) -> &'a str {
     let claims = v["report"]["claims"].as_array().expect("claims");
@@ -70,6 +90,12 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_status(&v, "isolation.process.cannot_signal_caller", "fail");
     assert_status(&v, "isolation.kernel.host_processes", "fail");
     assert_status(&v, "isolation.kernel.env_clean", "fail");
+    // It is the caller: the caller's files, the host's secrets, its devices.
+    assert_status(&v, "isolation.process.cannot_read_caller_files", "fail");
+    assert_status(&v, "isolation.process.cannot_write_caller_files", "fail");
+    assert_status(&v, "isolation.process.cannot_ptrace_caller", "fail");
+    assert_status(&v, "isolation.kernel.host_files_hidden", "fail");
+    assert_status(&v, "network.no_host_sockets", "fail");
     let fails = v["report"]["claims"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").count();
     // It shares the host's kernel: the hardware probe sees the same release.
     assert_status(&v, "isolation.hardware.own_kernel", "fail");
@@ -110,6 +136,67 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_eq!(namespace["verified"], Value::Null, "never verified in this store: {namespace}");
 }
 
+/// The detail of claim `name` in a report.
+fn detail<'a>(v: &'a Value, name: &str) -> &'a str {
+    let claims = v["report"]["claims"].as_array().expect("claims");
+    let c = claims.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no claim {name} in {v}"));
+    c["detail"].as_str().expect("detail")
+}
+
+#[test]
+fn a_driver_without_filesystem_confinement_fails_kernel_by_the_filesystem_claims() {
+    const TEST: &str = "verify::a_driver_without_filesystem_confinement_fails_kernel_by_the_filesystem_claims";
+    if !have("unshare") {
+        return skip(TEST, "unshare (util-linux) is not installed");
+    }
+    let probe = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--net", "--", "true"])
+        .output()
+        .expect("run unshare");
+    if !probe.status.success() {
+        return skip(TEST, &format!("unshare cannot make namespaces here: {}", String::from_utf8_lossy(&probe.stderr)));
+    }
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    install_test_driver(dir.path(), "unconfined-ns");
+    let (code, v, err) = verify_json(&cli, &[dir.path()], "unconfined-ns");
+    assert_eq!(code, 1, "a kernel claim without filesystem confinement must not verify: {err}\n{v}");
+    assert_eq!(v["passed"], false);
+    // The old checklist: its namespaces and clean environment really meet these.
+    for claim in [
+        "isolation.process.cannot_signal_caller",
+        "isolation.process.cannot_ptrace_caller",
+        "isolation.kernel.host_processes",
+        "isolation.kernel.env_clean",
+        "isolation.kernel.only_stdio_fds",
+        "isolation.kernel.mounts_stay_inside",
+        "network.deny",
+        "network.no_route_to_host",
+    ] {
+        assert_status(&v, claim, "pass");
+    }
+    // The filesystem items: its root is the host's root.
+    for claim in [
+        "isolation.process.cannot_read_caller_files",
+        "isolation.process.cannot_write_caller_files",
+        "isolation.kernel.host_files_hidden",
+        "isolation.kernel.nothing_privileged_written",
+        "network.no_host_sockets",
+    ] {
+        assert_status(&v, claim, "fail");
+    }
+    let read = detail(&v, "isolation.process.cannot_read_caller_files");
+    assert!(read.contains("0600 file") && read.contains("/etc/shadow"), "{read}");
+    let wrote = detail(&v, "isolation.process.cannot_write_caller_files");
+    assert!(wrote.contains("/etc/tinybox-kit-") && wrote.contains("removed again"), "{wrote}");
+    assert!(detail(&v, "isolation.kernel.host_files_hidden").contains("/etc/shadow"), "{v}");
+    assert!(detail(&v, "isolation.kernel.mounts_stay_inside").contains("its own mount namespace"), "{v}");
+    // The kit removed what the box made in the host's /etc.
+    let made = wrote.split_whitespace().find(|w| w.starts_with("/etc/tinybox-kit-")).expect("the path made");
+    assert!(!Path::new(made).exists(), "{made} left behind");
+    assert_no_boxes(&cli);
+}
+
 #[test]
 fn passthrough_claims_nothing_and_passes() {
     let cli = Cli::new();
@@ -132,14 +219,7 @@ fn namespace_passes_its_claims() {
     let cli = Cli::new();
     let (code, v, err) = verify_json(&cli, &[], "namespace");
     assert_eq!(code, 0, "{err}\n{v}");
-    for claim in [
-        "isolation.process.cannot_signal_caller",
-        "isolation.process.env_round_trip",
-        "isolation.kernel.host_processes",
-        "isolation.kernel.env_clean",
-        "isolation.kernel.only_stdio_fds",
-        "network.deny",
-    ] {
+    for claim in LEVEL_CLAIMS.iter().chain(NETWORK_CLAIMS) {
         assert_status(&v, claim, "pass");
     }
     // Root can make a cgroup per box, and the limits are claimed and
@@ -162,12 +242,10 @@ fn docker_passes_its_claims() {
     let cli = Cli::new();
     let (code, v, err) = verify_json(&cli, &[], "docker");
     assert_eq!(code, 0, "{err}\n{v}");
+    for claim in LEVEL_CLAIMS.iter().chain(NETWORK_CLAIMS) {
+        assert_status(&v, claim, "pass");
+    }
     for claim in [
-        "isolation.process.cannot_signal_caller",
-        "isolation.process.env_round_trip",
-        "isolation.kernel.host_processes",
-        "isolation.kernel.env_clean",
-        "isolation.kernel.only_stdio_fds",
         "limit.cpu",
         "limit.memory",
         "limit.pids",
@@ -220,10 +298,12 @@ fn the_python_procuser_driver_passes_its_claims() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {err}"));
     assert_eq!(code, 0, "{err}\n{v}");
     assert_eq!(v["report"]["declared"]["isolation"], "process");
-    assert_status(&v, "isolation.process.cannot_signal_caller", "pass");
-    // Variables set on the command and on the box arrive exactly (it once
-    // passed them to GNU env as `env K=V -- CMD`: exit 127).
-    assert_status(&v, "isolation.process.env_round_trip", "pass");
+    // Its whole level: another user cannot signal, trace, read or write
+    // the caller's. Variables set on the command and on the box arrive
+    // exactly (it once passed them to GNU env as `env K=V -- CMD`: exit 127).
+    for claim in LEVEL_CLAIMS.iter().filter(|c| c.starts_with("isolation.process.")) {
+        assert_status(&v, claim, "pass");
+    }
     assert_status(&v, "limit.memory", "pass");
     assert_status(&v, "limit.pids", "pass");
     // Claimed only what it enforces.
@@ -291,16 +371,16 @@ fn declared_claims(v: &Value) -> Vec<String> {
             claims.push(name.to_owned());
         }
     };
-    add(isolation >= level("process"), "isolation.process.cannot_signal_caller");
-    add(isolation >= level("process"), "isolation.process.env_round_trip");
-    for name in ["host_processes", "env_clean", "only_stdio_fds"] {
-        add(isolation >= level("kernel"), &format!("isolation.kernel.{name}"));
+    for name in LEVEL_CLAIMS.iter().chain(&["isolation.hardware.own_kernel"]) {
+        let at = name.split('.').nth(1).expect("a level in the name");
+        add(isolation >= level(at), name);
     }
-    add(isolation >= level("hardware"), "isolation.hardware.own_kernel");
     for limit in ["cpu", "memory", "pids", "disk"] {
         add(has("features", "resource_limits") && has("limits", limit), &format!("limit.{limit}"));
     }
-    add(d["network_deny"] == true, "network.deny");
+    for name in NETWORK_CLAIMS {
+        add(d["network_deny"] == true, name);
+    }
     add(d["snapshot"] != "none", "snapshot.filesystem");
     for feature in ["fork", "port_forward", "pause_resume"] {
         add(has("features", feature), &format!("feature.{feature}"));

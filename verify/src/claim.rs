@@ -12,15 +12,24 @@ use tinybox_sdk::model::{Feature, IsolationLevel, Limit, SandboxCapabilities, Sn
 pub enum Claim {
     ProcessCannotSignalCaller,
     ProcessEnvRoundTrip,
+    ProcessCannotPtraceCaller,
+    ProcessCannotReadCallerFiles,
+    ProcessCannotWriteCallerFiles,
     KernelHostProcesses,
     KernelEnvClean,
     KernelOnlyStdioFds,
+    KernelHostFilesHidden,
+    KernelNoHostDevices,
+    KernelMountsStayInside,
+    KernelNothingPrivilegedWritten,
     HardwareOwnKernel,
     LimitCpu,
     LimitMemory,
     LimitPids,
     LimitDisk,
     NetworkDeny,
+    NetworkNoRouteToHost,
+    NetworkNoHostSockets,
     SnapshotFilesystem,
     FeatureFork,
     FeaturePortForward,
@@ -51,18 +60,27 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 22] = [
+    pub const ALL: [Claim; 31] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
+        Claim::ProcessCannotPtraceCaller,
+        Claim::ProcessCannotReadCallerFiles,
+        Claim::ProcessCannotWriteCallerFiles,
         Claim::KernelHostProcesses,
         Claim::KernelEnvClean,
         Claim::KernelOnlyStdioFds,
+        Claim::KernelHostFilesHidden,
+        Claim::KernelNoHostDevices,
+        Claim::KernelMountsStayInside,
+        Claim::KernelNothingPrivilegedWritten,
         Claim::HardwareOwnKernel,
         Claim::LimitCpu,
         Claim::LimitMemory,
         Claim::LimitPids,
         Claim::LimitDisk,
         Claim::NetworkDeny,
+        Claim::NetworkNoRouteToHost,
+        Claim::NetworkNoHostSockets,
         Claim::SnapshotFilesystem,
         Claim::FeatureFork,
         Claim::FeaturePortForward,
@@ -81,15 +99,24 @@ impl Claim {
         match self {
             Claim::ProcessCannotSignalCaller => "isolation.process.cannot_signal_caller",
             Claim::ProcessEnvRoundTrip => "isolation.process.env_round_trip",
+            Claim::ProcessCannotPtraceCaller => "isolation.process.cannot_ptrace_caller",
+            Claim::ProcessCannotReadCallerFiles => "isolation.process.cannot_read_caller_files",
+            Claim::ProcessCannotWriteCallerFiles => "isolation.process.cannot_write_caller_files",
             Claim::KernelHostProcesses => "isolation.kernel.host_processes",
             Claim::KernelEnvClean => "isolation.kernel.env_clean",
             Claim::KernelOnlyStdioFds => "isolation.kernel.only_stdio_fds",
+            Claim::KernelHostFilesHidden => "isolation.kernel.host_files_hidden",
+            Claim::KernelNoHostDevices => "isolation.kernel.no_host_devices",
+            Claim::KernelMountsStayInside => "isolation.kernel.mounts_stay_inside",
+            Claim::KernelNothingPrivilegedWritten => "isolation.kernel.nothing_privileged_written",
             Claim::HardwareOwnKernel => "isolation.hardware.own_kernel",
             Claim::LimitCpu => "limit.cpu",
             Claim::LimitMemory => "limit.memory",
             Claim::LimitPids => "limit.pids",
             Claim::LimitDisk => "limit.disk",
             Claim::NetworkDeny => "network.deny",
+            Claim::NetworkNoRouteToHost => "network.no_route_to_host",
+            Claim::NetworkNoHostSockets => "network.no_host_sockets",
             Claim::SnapshotFilesystem => "snapshot.filesystem",
             Claim::FeatureFork => "feature.fork",
             Claim::FeaturePortForward => "feature.port_forward",
@@ -113,16 +140,24 @@ impl Claim {
     pub fn requirement(self) -> Requirement {
         use IsolationLevel::{Hardware, Kernel, Process};
         match self {
-            Claim::ProcessCannotSignalCaller | Claim::ProcessEnvRoundTrip => Requirement::Isolation(Process),
-            Claim::KernelHostProcesses | Claim::KernelEnvClean | Claim::KernelOnlyStdioFds => {
-                Requirement::Isolation(Kernel)
-            }
+            Claim::ProcessCannotSignalCaller
+            | Claim::ProcessEnvRoundTrip
+            | Claim::ProcessCannotPtraceCaller
+            | Claim::ProcessCannotReadCallerFiles
+            | Claim::ProcessCannotWriteCallerFiles => Requirement::Isolation(Process),
+            Claim::KernelHostProcesses
+            | Claim::KernelEnvClean
+            | Claim::KernelOnlyStdioFds
+            | Claim::KernelHostFilesHidden
+            | Claim::KernelNoHostDevices
+            | Claim::KernelMountsStayInside
+            | Claim::KernelNothingPrivilegedWritten => Requirement::Isolation(Kernel),
             Claim::HardwareOwnKernel => Requirement::Isolation(Hardware),
             Claim::LimitCpu => Requirement::Limit(Limit::Cpu),
             Claim::LimitMemory => Requirement::Limit(Limit::Memory),
             Claim::LimitPids => Requirement::Limit(Limit::Pids),
             Claim::LimitDisk => Requirement::Limit(Limit::Disk),
-            Claim::NetworkDeny => Requirement::NetworkDeny,
+            Claim::NetworkDeny | Claim::NetworkNoRouteToHost | Claim::NetworkNoHostSockets => Requirement::NetworkDeny,
             Claim::SnapshotFilesystem => Requirement::Snapshot,
             Claim::FeatureFork => Requirement::Feature(Feature::Fork),
             Claim::FeaturePortForward => Requirement::Feature(Feature::PortForward),
@@ -206,16 +241,13 @@ mod tests {
     }
 
     #[test]
-    fn the_report_order_is_today_s_with_protocol_claims_last() {
+    fn the_report_order_goes_up_the_levels_with_protocol_claims_last() {
         let names: Vec<&str> = Claim::ALL.iter().map(|c| c.name()).collect();
-        assert_eq!(
-            names[..3],
-            [
-                "isolation.process.cannot_signal_caller",
-                "isolation.process.env_round_trip",
-                "isolation.kernel.host_processes"
-            ]
-        );
+        assert_eq!(names[..2], ["isolation.process.cannot_signal_caller", "isolation.process.env_round_trip"]);
+        // Each level's checklist comes whole, below the next level's.
+        let levels: Vec<IsolationLevel> = Claim::ALL.iter().filter_map(|c| c.level()).collect();
+        assert!(levels.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
+        assert!(Claim::ALL[..levels.len()].iter().all(|c| c.level().is_some()), "{names:?}");
         let first_protocol = Claim::ALL.iter().position(|c| c.is_protocol()).unwrap();
         assert!(Claim::ALL[first_protocol..].iter().all(|c| c.is_protocol()), "{names:?}");
         for (i, c) in Claim::ALL.iter().enumerate() {

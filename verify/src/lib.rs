@@ -12,6 +12,7 @@
 //! the kit implements the former with [`verify`] and [`Report::verdict`].
 
 mod claim;
+mod levels;
 mod probes;
 mod protocol;
 mod run;

@@ -10,7 +10,7 @@ use tinybox_sdk::model::{BoxId, WorkspaceSource};
 use tinybox_core::Result;
 use tinybox_core::model::BoxSpec;
 
-use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, run};
+use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, levels, run};
 
 type Verdict = (Status, String);
 
@@ -27,12 +27,18 @@ fn env_allowed(name: &str) -> bool {
 }
 
 /// A process of the caller's that the box must not reach; killed on drop.
-struct Bystander(std::process::Child);
+pub(super) struct Bystander(std::process::Child);
 
 impl Bystander {
     fn start() -> Result<Bystander> {
+        Bystander::start_marked("")
+    }
+
+    /// A bystander whose environment carries `mark` (TINYBOX_KIT_MARK).
+    pub(super) fn start_marked(mark: &str) -> Result<Bystander> {
         let child = std::process::Command::new("sleep")
             .arg("600")
+            .env("TINYBOX_KIT_MARK", mark)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -41,7 +47,7 @@ impl Bystander {
         Ok(Bystander(child))
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.0.id()
     }
 }
@@ -64,6 +70,15 @@ fn rc_of(stdout: &str) -> Option<i32> {
 pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
     match claim {
         Claim::ProcessCannotSignalCaller => cannot_signal(kit, id).await,
+        Claim::ProcessCannotPtraceCaller => levels::cannot_ptrace(kit, id).await,
+        Claim::ProcessCannotReadCallerFiles => levels::cannot_read(kit, id).await,
+        Claim::ProcessCannotWriteCallerFiles => levels::cannot_write(kit, id).await,
+        Claim::KernelHostFilesHidden => levels::host_files_hidden(kit, id).await,
+        Claim::KernelNoHostDevices => levels::no_host_devices(kit, id).await,
+        Claim::KernelMountsStayInside => levels::mounts_stay_inside(kit, id).await,
+        Claim::KernelNothingPrivilegedWritten => levels::nothing_privileged(kit, id, spec).await,
+        Claim::NetworkNoRouteToHost => levels::no_route_to_host(kit, id).await,
+        Claim::NetworkNoHostSockets => levels::no_host_sockets(kit, id).await,
         Claim::KernelHostProcesses => host_processes(kit, id).await,
         Claim::KernelEnvClean => env_clean(kit, id).await,
         Claim::KernelOnlyStdioFds => only_stdio_fds(kit, id).await,
@@ -271,18 +286,34 @@ async fn only_stdio_fds(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
     })
 }
 
-/// Hardware: the box's kernel release differs from the host's.
+/// Hardware: the box runs another kernel — its boot id (fresh at every
+/// boot) is not the host's; a box that shows none is judged by its kernel
+/// release instead.
 async fn own_kernel(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_owned();
-    let out = run(kit.tb, id, &["uname", "-r"], &[], std::future::pending()).await?;
-    let guest = out.stdout.trim();
-    Ok(if !out.status.success() || guest.is_empty() {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default().trim().to_owned();
+    let (host, host_boot) = (read("/proc/sys/kernel/osrelease"), read("/proc/sys/kernel/random/boot_id"));
+    let out =
+        sh(kit, id, "echo \"release=$(uname -r)\"; echo \"boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)\"")
+            .await?;
+    Ok(own_kernel_verdict(&out, &host, &host_boot))
+}
+
+fn own_kernel_verdict(out: &super::Output, host: &str, host_boot: &str) -> Verdict {
+    let field = |name: &str| out.stdout.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("");
+    let (guest, boot) = (field("release="), field("boot="));
+    if !out.status.success() || guest.is_empty() {
         (Status::Fail, format!("`uname -r` failed in the box ({}): {}", out.status, out.stderr_line()))
+    } else if !boot.is_empty() && !host_boot.is_empty() {
+        if boot == host_boot {
+            (Status::Fail, format!("the box runs the host's kernel (the same boot id {boot}, release {guest})"))
+        } else {
+            (Status::Pass, format!("box kernel {guest} booted as {boot}; host kernel {host} booted as {host_boot}"))
+        }
     } else if guest == host {
         (Status::Fail, format!("the box runs the host's kernel ({host})"))
     } else {
-        (Status::Pass, format!("box kernel {guest}, host kernel {host}"))
-    })
+        (Status::Pass, format!("box kernel {guest}, host kernel {host} (no boot id to compare)"))
+    }
 }
 
 /// cpu: the quota the box's cgroup files show matches the cap asked for.
@@ -650,6 +681,19 @@ mod tests {
         let (status, detail) = env_verdict(&env_printed(&expanded, 0));
         assert_eq!(status, Status::Fail, "{detail}");
         assert!(detail.contains("arrived as") && detail.contains(&format!("{} is missing", BOX_ENV.0)), "{detail}");
+    }
+
+    #[test]
+    fn another_kernel_is_another_boot_not_only_another_release() {
+        let out = |stdout: &str| env_printed(stdout, 0);
+        let v = |stdout: &str, boot: &str| own_kernel_verdict(&out(stdout), "6.1.0", boot).0;
+        // A guest built from the host's own kernel release still boots apart.
+        assert_eq!(v("release=6.1.0\nboot=g\n", "h"), Status::Pass);
+        assert_eq!(v("release=6.9.0\nboot=h\n", "h"), Status::Fail);
+        // Without a boot id on either side, the release decides.
+        assert_eq!(v("release=6.1.0\nboot=\n", "h"), Status::Fail);
+        assert_eq!(v("release=6.9.0\nboot=\n", "h"), Status::Pass);
+        assert_eq!(v("boot=g\n", "h"), Status::Fail, "no release printed");
     }
 
     #[test]

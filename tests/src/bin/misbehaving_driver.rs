@@ -9,6 +9,8 @@
 //! - [`scripted`]: modes built on the SDK's serve loop that handshake
 //!   properly and then misbehave, or declare something core must refuse
 //!   (or, `lowers-isolation`, cap).
+//! - [`overclaims`] and [`unconfined_ns`]: sandboxes that declare more
+//!   isolation than they give, which the conformance kit must fail.
 //! - [`relay`] and [`via`]: honest drivers — a sandbox that reaches its host
 //!   only through the reverse `host.run` call, and a host that runs
 //!   everything on its inner host.
@@ -24,6 +26,8 @@ mod raw;
 mod relay;
 #[path = "misbehaving_driver/scripted.rs"]
 mod scripted;
+#[path = "misbehaving_driver/unconfined_ns.rs"]
+mod unconfined_ns;
 #[path = "misbehaving_driver/via.rs"]
 mod via;
 
@@ -81,6 +85,7 @@ fn main() {
         "unhealthy" => scripted::unhealthy(me),
         "relay" => relay::relay(me),
         "overclaims" => overclaims::overclaims(me),
+        "unconfined-ns" => unconfined_ns::unconfined_ns(me),
         "via" => via::via(me),
         "elsewhere" => elsewhere::elsewhere(me),
         other => {

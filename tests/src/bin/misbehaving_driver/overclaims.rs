@@ -17,5 +17,5 @@ pub fn overclaims(me: Invocation) -> ! {
         sources: [SourceKind::LocalDir].into(),
         ..SandboxCapabilities::nothing()
     };
-    tinybox_sdk::run_sandbox_main(Relay { me, capabilities })
+    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap: Vec::new(), clean_env: false })
 }

@@ -18,6 +18,10 @@ use crate::Invocation;
 pub struct Relay {
     pub me: Invocation,
     pub capabilities: SandboxCapabilities,
+    /// Words put before each command's argv (`unconfined-ns`'s unshare).
+    pub wrap: Vec<String>,
+    /// The command gets only its box's and request's variables and PATH.
+    pub clean_env: bool,
 }
 
 #[async_trait]
@@ -40,14 +44,19 @@ impl SandboxDriver for Relay {
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
         let mut env = p.box_env;
+        if self.clean_env {
+            env.insert("PATH".into(), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into());
+        }
         env.extend(p.request.env);
         env.insert("RELAYED_BY".into(), p.target.box_id.to_string());
         let workdir = p.target.handle.get("workdir").and_then(|w| w.as_str()).map(str::to_owned);
+        let mut argv = self.wrap.clone();
+        argv.extend(p.request.argv);
         host.run(RunParams {
             exec_id: p.exec_id,
-            argv: p.request.argv,
+            argv,
             env,
-            clear_env: false,
+            clear_env: self.clean_env,
             cwd: p.request.cwd.or(workdir),
             stdio: p.stdio,
         })
@@ -65,5 +74,5 @@ impl SandboxDriver for Relay {
 
 pub fn relay(me: Invocation) -> ! {
     let capabilities = SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() };
-    tinybox_sdk::run_sandbox_main(Relay { me, capabilities })
+    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap: Vec::new(), clean_env: false })
 }
