@@ -40,7 +40,7 @@ pub const DEFAULT_IMAGE: &str = "busybox:latest";
 /// They are what every sandbox can grant: a whole CPU (a microVM gets whole
 /// vCPUs) and 128 MiB (the least a microVM guest boots in).
 pub const CAP_MEMORY: u64 = 128 * 1024 * 1024;
-pub const CAP_PIDS: u64 = 32;
+pub const CAP_PIDS: u64 = 64;
 pub const CAP_CPUS: f64 = 1.0;
 
 /// What a run of the kit may be told.

@@ -434,6 +434,7 @@ async fn memory(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
     }
     let big = CAP_MEMORY * 4;
     let out = sh(kit, id, &hold(big)).await?;
+    settle(kit, id).await;
     Ok(if out.stdout.trim() == big.to_string() {
         (Status::Fail, format!("the box held {big} bytes in memory under a cap of {CAP_MEMORY}"))
     } else {
@@ -441,6 +442,22 @@ async fn memory(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
         let held = if held.is_empty() { "nothing" } else { held };
         (Status::Pass, format!("holding {big} bytes under a cap of {CAP_MEMORY} was stopped (the pipe passed {held})"))
     })
+}
+
+/// Waits (bounded) until the box can start processes again. What a limit
+/// probe pushed over its cap (sleepers killed, a command the OOM killer
+/// took) still counts against the box's pids cap until the kernel has
+/// finished with it, which on a sandbox with a cgroup per box (namespace)
+/// lands after the command has answered; a probe run in that window would
+/// fail for a reason that is not its own.
+async fn settle(kit: &Kit<'_>, id: &BoxId) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        match sh(kit, id, "true & true & true & true & wait").await {
+            Ok(out) if out.status.success() => return,
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
 }
 
 /// pids: starting twice the cap's processes fails before the last.
@@ -452,6 +469,7 @@ async fn pids(kit: &Kit<'_>, id: &BoxId) -> Result<Verdict> {
         "sh -c 'i=0; while [ $i -lt {want} ]; do sleep 60 </dev/null >/dev/null 2>&1 & i=$((i+1)); echo n=$i; done' 2>/dev/null; echo done; kill -KILL 0"
     );
     let out = sh(kit, id, &script).await?;
+    settle(kit, id).await;
     let started = out.stdout.lines().filter_map(|l| l.trim().strip_prefix("n=")?.parse::<u64>().ok()).max();
     if !out.stdout.lines().any(|l| l.trim() == "done") {
         return Ok((Status::Fail, format!("the probe did not finish ({}): {}", out.status, out.stderr_line())));
