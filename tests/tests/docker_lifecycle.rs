@@ -328,3 +328,34 @@ fn rm_removes_what_an_interrupted_create_left() {
     tinybox_core::store::Store::insert(&store, tinybox_core::model::BoxInfo::creating(id, spec, Some(1))).unwrap();
     assert_eq!(cli.run(&["rm", "box-0"]).0, 0);
 }
+
+/// The namespace a store recorded for itself on its first create.
+fn store_namespace(cli: &Cli) -> Namespace {
+    let text =
+        std::fs::read_to_string(cli.home.path().join("config.json")).expect("the first create records config.json");
+    let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // Dropping it removes whatever the test left in that namespace.
+    Namespace { name: config["namespace"].as_str().expect("a namespace").to_owned() }
+}
+
+#[test]
+fn two_fresh_stores_without_a_namespace_never_touch_each_others_box_0() {
+    need_docker!("docker_lifecycle::two_fresh_stores_without_a_namespace_never_touch_each_others_box_0");
+    let (first, second) = (Cli::new(), Cli::new());
+    let id_a = first.create(&["--sandbox", "docker"]);
+    let ns_a = store_namespace(&first);
+    let id_b = second.create(&["--sandbox", "docker"]);
+    let ns_b = store_namespace(&second);
+    assert_eq!((id_a.as_str(), id_b.as_str()), ("box-0", "box-0"));
+    assert_ne!(ns_a.name, ns_b.name, "two fresh stores share a namespace");
+    assert_ne!(ns_a.name, "default");
+    let running = |c: &str| docker_ok(&["container", "inspect", "--format", "{{.State.Running}}", c]);
+    assert_eq!(running(&ns_a.container("box-0")), "true");
+    assert_eq!(running(&ns_b.container("box-0")), "true");
+
+    let (code, _, err) = first.run(&["rm", &id_a]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(docker(&["container", "inspect", &ns_a.container("box-0")]).0, 0, "rm left its own container");
+    assert_eq!(running(&ns_b.container("box-0")), "true", "rm in one store removed the other's box-0");
+    assert_eq!(second.run(&["exec", &id_b, "--", "true"]).0, 0);
+}
