@@ -46,8 +46,10 @@ enum Command {
     Rm(commands::rm::RmCmd),
     /// Remove every ephemeral box whose ttl has passed.
     Reap,
-    /// Snapshot a box's workspace.
+    /// Snapshot a box's workspace (`snapshot BOX`), or list the store's snapshots (`snapshot ls`).
     Snapshot(commands::snapshot::SnapshotCmd),
+    /// Remove the snapshots nothing keeps: no box was made from one, no persistent box resumes from it, no template names it.
+    Prune(commands::prune::PruneCmd),
     /// Create a new box from a fresh snapshot of another.
     Fork(commands::fork::ForkCmd),
     /// Snapshot a persistent box and remove its instances; `resume` brings it back.

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::hosts::HostRef;
 use crate::model::{BoxInfo, BoxSpec, Lifecycle, Placement};
 use crate::store::Settings;
+use crate::store::settings::LEGACY_NAMESPACE;
 
 /// The longest a box may be asked to live, or to wait between
 /// autosnapshots: a year. Past it a duration is a typo, not a plan.
@@ -414,8 +415,9 @@ pub fn workspace_dir(dir: &Path, store_dir: Option<&Path>) -> Result<PathBuf, Re
 
 impl Tinybox {
     /// Makes every decision a create needs: checks the request, picks the
-    /// sandbox when none was named (saying which and why), applies the
-    /// store's namespace, resolves a template, and saves the hosts an
+    /// sandbox when none was named (saying which and why), resolves a
+    /// template, applies the store's namespace (recording one for a store
+    /// that has none yet), and saves the hosts an
     /// `ssh:DEST` implies — the last, so a request refused for anything
     /// else leaves the store as it was.
     pub async fn plan_create(&self, request: &CreateRequest) -> Result<CreatePlan> {
@@ -431,14 +433,21 @@ impl Tinybox {
             }
         };
         let mut spec = request.spec(sandbox, store_dir)?;
-        if request.namespace.is_none()
-            && let Some(dir) = store_dir
-            && let Some(ns) = Settings::load(dir)?.namespace
-        {
-            spec.namespace = ns;
-        }
+        let settings = store_dir.map(Settings::load).transpose()?.unwrap_or_default();
         if let Some(t) = &request.from_template {
             spec.source = Some(self.template_source(t, &spec.workspace)?);
+        }
+        // A request's own namespace is deliberate sharing and leaves the
+        // store's alone; otherwise the store's, recorded by its first create.
+        if request.namespace.is_none()
+            && let Some(dir) = store_dir
+        {
+            spec.namespace = match settings.namespace {
+                Some(ns) => ns,
+                None => Settings::settle_namespace(dir, || {
+                    Ok(self.store().list()?.iter().any(|b| b.spec.namespace == LEGACY_NAMESPACE))
+                })?,
+            };
         }
         let dests = request.ad_hoc_hosts();
         if !dests.is_empty() {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::*;
 use crate::clock::ManualClock;
 use crate::driver::DriverConfig;
-use crate::store::MemoryStore;
+use crate::store::{MemoryStore, Store};
 
 fn request(json: &str) -> CreateRequest {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
@@ -179,4 +179,54 @@ async fn an_invalid_request_saves_no_host() {
     tb.plan_create(&good).await.unwrap();
     let entry = tb.drivers.host_entry(&crate::hosts::ad_hoc_name("builder")).unwrap();
     assert_eq!(entry.config["destination"], "builder");
+}
+
+fn file_engine(dir: &std::path::Path) -> Tinybox {
+    let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+    Tinybox::open_with(dir, config).unwrap()
+}
+
+async fn planned_namespace(tb: &Tinybox, json: &str) -> String {
+    tb.plan_create(&request(json)).await.unwrap().spec.namespace
+}
+
+#[tokio::test]
+async fn each_fresh_store_gets_a_namespace_of_its_own_and_keeps_it() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (ta, tb) = (file_engine(a.path()), file_engine(b.path()));
+    let first = planned_namespace(&ta, r#"{"sandbox": "passthrough"}"#).await;
+    let other = planned_namespace(&tb, r#"{"sandbox": "passthrough"}"#).await;
+    assert_ne!(first, other, "two stores would name each other's containers");
+    assert_ne!(first, "default");
+    assert_eq!(planned_namespace(&ta, r#"{"sandbox": "passthrough"}"#).await, first, "a store keeps its namespace");
+    assert_eq!(Settings::load(a.path()).unwrap().namespace, Some(first));
+}
+
+#[tokio::test]
+async fn a_store_with_boxes_in_default_keeps_default() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store written before namespaces were per store: a box, no config.json.
+    let old = crate::store::FileStore::open(dir.path()).unwrap();
+    let spec = BoxSpec::new(Placement::local_passthrough());
+    assert_eq!(spec.namespace, "default");
+    old.insert(BoxInfo::creating(crate::model::BoxId::new("box-0").unwrap(), spec, None)).unwrap();
+    assert!(!Settings::path(dir.path()).exists());
+    let tb = file_engine(dir.path());
+    assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough"}"#).await, "default");
+    assert_eq!(Settings::load(dir.path()).unwrap().namespace.as_deref(), Some("default"));
+}
+
+#[tokio::test]
+async fn a_requested_namespace_wins_and_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = file_engine(dir.path());
+    assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough", "namespace": "x"}"#).await, "x");
+    assert!(!Settings::path(dir.path()).exists(), "deliberate sharing changed the store's own namespace");
+    // A refused request records nothing either.
+    assert!(tb.plan_create(&request(r#"{"sandbox": "passthrough", "ttl_secs": 0}"#)).await.is_err());
+    assert!(!Settings::path(dir.path()).exists());
+    // A namespace in config.json is the store's.
+    std::fs::write(Settings::path(dir.path()), r#"{"namespace": "alice"}"#).unwrap();
+    assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough"}"#).await, "alice");
+    assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough", "namespace": "x"}"#).await, "x");
 }

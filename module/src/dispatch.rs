@@ -27,6 +27,8 @@ pub const METHODS: &[&str] = &[
     "ls",
     "rm",
     "snapshot",
+    "snapshot.ls",
+    "prune",
     "fork",
     "stop",
     "resume",
@@ -41,6 +43,14 @@ pub const METHODS: &[&str] = &[
     "host.rm",
     "close",
 ];
+
+/// `prune`'s parameters: `dry_run` only lists, as `tinybox prune --dry-run`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PruneParams {
+    #[serde(default)]
+    dry_run: bool,
+}
 
 fn ok<T: Serialize>(value: &T) -> CallResult<Value> {
     serde_json::to_value(value).map_err(|e| CallError::internal(format!("cannot encode the result: {e}")))
@@ -127,6 +137,15 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
             let p: params::BoxParams = params::parse(method, rest)?;
             let engine = engine(st, &common)?;
             ok(&st.block_on(engine.snapshot(&p.id))?)
+        }
+        "snapshot.ls" => {
+            params::parse::<params::NoParams>(method, rest)?;
+            ok(&engine(st, &common)?.snapshot_list()?)
+        }
+        "prune" => {
+            let p: PruneParams = params::parse(method, rest)?;
+            let engine = engine(st, &common)?;
+            ok(&st.block_on(engine.prune(p.dry_run))?)
         }
         "fork" => {
             let p: params::BoxParams = params::parse(method, rest)?;

@@ -18,7 +18,8 @@ use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId};
 use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
-    HandshakeResult, Health, InspectResult, Role, RunParams, RunResult, SnapshotResult, method, version,
+    HandshakeResult, Health, InspectResult, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
+    version,
 };
 
 /// Who a driver is, as its handshake says.
@@ -61,6 +62,11 @@ pub trait SandboxDriver: Send + Sync + 'static {
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError>;
     async fn snapshot(&self, _host: &HostHandle, _target: BoxRef) -> Result<SnapshotId, DriverError> {
         Err(DriverError::unsupported("this sandbox takes no snapshots"))
+    }
+    /// Deletes a snapshot [`SandboxDriver::snapshot`] took. The default, for
+    /// a driver that takes none or cannot delete them, answers unsupported.
+    async fn snapshot_rm(&self, _host: &HostHandle, _params: SnapshotRmParams) -> Result<(), DriverError> {
+        Err(DriverError::unsupported("this sandbox removes no snapshots"))
     }
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
@@ -264,6 +270,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: BoxRef = parse(&params)?;
             ok(s.driver.snapshot(&s.host, p).await.map(|id| SnapshotResult { id }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_SNAPSHOT_RM, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: SnapshotRmParams = parse(&params)?;
+            ok(s.driver.snapshot_rm(&s.host, p).await)
         })
         .expect("unique method");
     module

@@ -328,3 +328,112 @@ fn rm_removes_what_an_interrupted_create_left() {
     tinybox_core::store::Store::insert(&store, tinybox_core::model::BoxInfo::creating(id, spec, Some(1))).unwrap();
     assert_eq!(cli.run(&["rm", "box-0"]).0, 0);
 }
+
+/// The namespace a store recorded for itself on its first create.
+fn store_namespace(cli: &Cli) -> Namespace {
+    let text =
+        std::fs::read_to_string(cli.home.path().join("config.json")).expect("the first create records config.json");
+    let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // Dropping it removes whatever the test left in that namespace.
+    Namespace { name: config["namespace"].as_str().expect("a namespace").to_owned() }
+}
+
+#[test]
+fn two_fresh_stores_without_a_namespace_never_touch_each_others_box_0() {
+    need_docker!("docker_lifecycle::two_fresh_stores_without_a_namespace_never_touch_each_others_box_0");
+    let (first, second) = (Cli::new(), Cli::new());
+    let id_a = first.create(&["--sandbox", "docker"]);
+    let ns_a = store_namespace(&first);
+    let id_b = second.create(&["--sandbox", "docker"]);
+    let ns_b = store_namespace(&second);
+    assert_eq!((id_a.as_str(), id_b.as_str()), ("box-0", "box-0"));
+    assert_ne!(ns_a.name, ns_b.name, "two fresh stores share a namespace");
+    assert_ne!(ns_a.name, "default");
+    let running = |c: &str| docker_ok(&["container", "inspect", "--format", "{{.State.Running}}", c]);
+    assert_eq!(running(&ns_a.container("box-0")), "true");
+    assert_eq!(running(&ns_b.container("box-0")), "true");
+
+    let (code, _, err) = first.run(&["rm", &id_a]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(docker(&["container", "inspect", &ns_a.container("box-0")]).0, 0, "rm left its own container");
+    assert_eq!(running(&ns_b.container("box-0")), "true", "rm in one store removed the other's box-0");
+    assert_eq!(second.run(&["exec", &id_b, "--", "true"]).0, 0);
+}
+
+/// Whether the daemon has an image by this name.
+fn has_image(name: &str) -> bool {
+    docker(&["image", "inspect", "--format", "{{.Id}}", name]).0 == 0
+}
+
+/// `tinybox --json ARGS`, parsed; the command must succeed.
+fn json_of(cli: &Cli, args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = cli.run(&[&["--json"], args].concat());
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?} printed {out:?}: {e}"))
+}
+
+#[test]
+fn prune_removes_the_snapshots_of_removed_boxes_and_keeps_a_templates_and_a_stopped_boxs() {
+    need_docker!(
+        "docker_lifecycle::prune_removes_the_snapshots_of_removed_boxes_and_keeps_a_templates_and_a_stopped_boxs"
+    );
+    let ns = Namespace::new("prune");
+    let cli = Cli::new();
+    let args = ["--sandbox", "docker", "--namespace", ns.name.as_str()];
+    let original = cli.create(&args);
+    let (code, out, err) = cli.run(&["snapshot", &original]);
+    assert_eq!(code, 0, "{err}");
+    let taken = out.trim().to_owned();
+    let (code, fork, err) = cli.run(&["fork", &original]);
+    assert_eq!(code, 0, "{err}");
+    let fork = fork.trim().to_owned();
+    let forked_from = json_of(&cli, &["inspect", &fork])["spec"]["source"]["id"].as_str().unwrap().to_owned();
+
+    let saved = cli.create(&args);
+    let template = json_of(&cli, &["template", "save", "keep", &saved])["snapshot"].as_str().unwrap().to_owned();
+    let stopped = cli.create(&[args.as_slice(), &["--persistent"]].concat());
+    assert_eq!(cli.run(&["stop", &stopped]).0, 0);
+    let newest = json_of(&cli, &["inspect", &stopped])["snapshots"][0]["id"].as_str().unwrap().to_owned();
+    for id in [&original, &fork, &saved] {
+        assert_eq!(cli.run(&["rm", id]).0, 0);
+    }
+    let all = [&taken, &forked_from, &template, &newest];
+    assert!(all.iter().all(|s| is_snapshot_id(s) && has_image(s)), "{all:?}");
+
+    // The store still knows the removed boxes' snapshots, and why the others stay.
+    let listed = json_of(&cli, &["snapshot", "ls"]);
+    let kept = |id: &str| listed.as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()["kept_by"].clone();
+    assert_eq!(kept(&taken), serde_json::json!([]));
+    assert_eq!(kept(&forked_from), serde_json::json!([]));
+    assert_eq!(kept(&template), serde_json::json!([{"kind": "template", "template": "keep"}]));
+    assert_eq!(kept(&newest), serde_json::json!([{"kind": "resume", "box": stopped}]));
+
+    let mut unkept = vec![taken.clone(), forked_from.clone()];
+    unkept.sort();
+    let ids = |v: &serde_json::Value, result: &str| {
+        let mut ids: Vec<String> = v.as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect();
+        ids.sort();
+        assert!(v.as_array().unwrap().iter().all(|o| o["result"] == result), "{v}");
+        ids
+    };
+    let dry = json_of(&cli, &["prune", "--dry-run"]);
+    assert_eq!(ids(&dry, "would_remove"), unkept);
+    assert!(all.iter().all(|s| has_image(s)), "a dry run removed an image");
+
+    let pruned = json_of(&cli, &["prune"]);
+    assert_eq!(ids(&pruned, "removed"), unkept);
+    assert!(!has_image(&taken) && !has_image(&forked_from), "prune left an image behind");
+    assert!(has_image(&template), "prune removed a template's snapshot");
+    assert!(has_image(&newest), "prune removed the snapshot a stopped box resumes from");
+    assert_eq!(json_of(&cli, &["prune", "--dry-run"]), serde_json::json!([]));
+    let left: Vec<String> = json_of(&cli, &["snapshot", "ls"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&template) && left.contains(&newest), "{left:?}");
+    // The stopped box still comes back from what prune kept.
+    assert_eq!(cli.run(&["resume", &stopped]).0, 0);
+}

@@ -351,11 +351,17 @@ fn the_same_requests_give_the_same_results_through_both_front_ends() {
         let (_, out, err) = by_cli.run(&all);
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("tinybox {args:?}: {e}: {out} {err}"))
     };
-    // What a box is, without the moment it was made.
+    // What a box is, without the moment it was made or the namespace of
+    // its store (each store has its own; checked against config.json below).
     let made = |v: &Value| -> Value {
         let mut v = v.clone();
         v.as_object_mut().unwrap().remove("created_at");
+        v["spec"].as_object_mut().unwrap().remove("namespace");
         v
+    };
+    let store_namespace = |cli: &Cli| -> Value {
+        let text = std::fs::read_to_string(cli.home.path().join("config.json")).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()["namespace"].clone()
     };
 
     // A box: flags and fields name the same things and give the same record.
@@ -375,6 +381,8 @@ fn the_same_requests_give_the_same_results_through_both_front_ends() {
         json!({"sandbox": "passthrough", "ttl_secs": 90, "env": {"A": "b"}, "runner_sandbox": "passthrough"}),
     );
     assert_eq!(made(&bus_box["ok"]), made(&cli_box), "create");
+    assert_eq!(bus_box["ok"]["spec"]["namespace"], store_namespace(&by_bus), "the bus store's own namespace");
+    assert_eq!(cli_box["spec"]["namespace"], store_namespace(&by_cli), "the CLI store's own namespace");
     assert_eq!(made(&call("ls", json!({}))["ok"][0]), made(&cli_json(&["ls"])[0]), "ls");
 
     // Refusals decided by core: the same class and the same words.

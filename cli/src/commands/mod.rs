@@ -10,6 +10,7 @@ pub mod fork;
 pub mod host;
 pub mod inspect;
 pub mod ls;
+pub mod prune;
 pub mod reap;
 pub mod resume;
 pub mod rm;
@@ -58,6 +59,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Inspect(c) => c.run(&app).await,
         Command::Rm(c) => c.run(&app).await,
         Command::Reap => reap::run(&app).await,
+        Command::Prune(c) => c.run(&app).await,
         Command::Snapshot(c) => c.run(&app).await,
         Command::Fork(c) => c.run(&app).await,
         Command::Stop(c) => c.run(&app).await,

@@ -17,7 +17,7 @@ use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId};
 use tinybox_sdk::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, Role, RunParams, RunResult, SnapshotResult, method,
+    InspectResult, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -215,6 +215,19 @@ impl SandboxLink {
             SandboxLink::Driver { conn, .. } => {
                 let r: SnapshotResult = conn.call(method::SANDBOX_SNAPSHOT, target).await?;
                 Ok(r.id)
+            }
+        }
+    }
+
+    /// Deletes a snapshot the sandbox took; passthrough takes none.
+    pub async fn snapshot_rm(&self, params: SnapshotRmParams) -> Result<()> {
+        match self {
+            SandboxLink::Passthrough { .. } => {
+                Err(Error::unsupported(&self.name(), crate::error::Capability::Snapshot))
+            }
+            SandboxLink::Driver { conn, .. } => {
+                conn.call::<_, serde_json::Value>(method::SANDBOX_SNAPSHOT_RM, params).await?;
+                Ok(())
             }
         }
     }

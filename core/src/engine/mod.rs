@@ -9,6 +9,7 @@ mod drivers_report;
 mod exec;
 mod hosts;
 mod lifecycle;
+mod prune;
 mod remove;
 mod snapshot;
 mod sync;
@@ -24,6 +25,7 @@ pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
 pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
+pub use prune::{KeptBy, PruneOutcome, PruneResult, SnapshotListing};
 pub use remove::ReapOutcome;
 pub use sync::{Observer, SyncEvent};
 

@@ -10,7 +10,7 @@ use super::Tinybox;
 use crate::error::{Error, Result, TemplateError};
 use crate::gate;
 use crate::model::{BoxInfo, SnapshotRecord};
-use crate::store::Template;
+use crate::store::{SnapshotEntry, Template};
 
 impl Tinybox {
     /// Captures the box's workspace; gated on the sandbox's declaration.
@@ -21,6 +21,16 @@ impl Tinybox {
         gate::admit_snapshot(&ws.placement.sandbox, &link.capabilities())?;
         let snap = link.snapshot(BoxRef { box_id: id.clone(), handle: ws.handle }).await?;
         let record = SnapshotRecord { id: snap, taken_at: Some(self.clock.now()) };
+        // First the store-wide record, which outlives the box: a snapshot
+        // taken is never one prune cannot find.
+        self.store.record_snapshot(SnapshotEntry {
+            id: record.id.clone(),
+            sandbox: ws.placement.sandbox.clone(),
+            host: ws.placement.host.clone(),
+            namespace: info.spec.namespace.clone(),
+            box_id: id.clone(),
+            taken_at: record.taken_at,
+        })?;
         self.store.update(id, &mut |info| info.snapshots.push(record.clone()))?;
         Ok(record)
     }

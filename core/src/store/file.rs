@@ -230,13 +230,15 @@ impl Document for BoxesDoc {
 #[derive(Debug)]
 pub struct FileStore {
     doc: JsonDoc<BoxesDoc>,
+    snapshots: super::snapshots::SnapshotFile,
 }
 
 impl FileStore {
     /// A store in `dir`. Nothing is read or made until the first operation;
     /// the directory (mode 0700) is created by the first change.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
-        Ok(FileStore { doc: JsonDoc::open(dir, "boxes")? })
+        let dir = dir.into();
+        Ok(FileStore { snapshots: super::snapshots::SnapshotFile::open(&dir)?, doc: JsonDoc::open(dir, "boxes")? })
     }
 
     /// Where the document lives.
@@ -286,6 +288,18 @@ impl Store for FileStore {
             let at = doc.boxes.iter().position(|b| &b.id == id);
             Ok(at.map(|i| doc.boxes.remove(i)))
         })
+    }
+
+    fn snapshots(&self) -> Result<Vec<super::SnapshotEntry>, StoreError> {
+        self.snapshots.list()
+    }
+
+    fn record_snapshot(&self, entry: super::SnapshotEntry) -> Result<(), StoreError> {
+        self.snapshots.record(entry)
+    }
+
+    fn forget_snapshot(&self, id: &tinybox_sdk::model::SnapshotId) -> Result<(), StoreError> {
+        self.snapshots.forget(id)
     }
 }
 

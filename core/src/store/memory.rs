@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
-use tinybox_sdk::model::BoxId;
+use tinybox_sdk::model::{BoxId, SnapshotId};
 
-use super::{Store, StoreError, lowest_free, sort_boxes};
+use super::{SnapshotEntry, Store, StoreError, lowest_free, sort_boxes};
 use crate::model::BoxInfo;
 
 /// Boxes kept in a map behind a mutex.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     boxes: Mutex<BTreeMap<BoxId, BoxInfo>>,
+    snapshots: Mutex<Vec<SnapshotEntry>>,
 }
 
 impl MemoryStore {
@@ -24,6 +25,11 @@ impl MemoryStore {
         // Every change is applied to a copy and stored whole, so a panic
         // while the lock was held cannot have left a half-changed map.
         self.boxes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn snapshot_entries(&self) -> MutexGuard<'_, Vec<SnapshotEntry>> {
+        // As for boxes: each change is one call on the vector, whole or not at all.
+        self.snapshots.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -64,6 +70,22 @@ impl Store for MemoryStore {
 
     fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
         Ok(self.boxes().remove(id))
+    }
+
+    fn snapshots(&self) -> Result<Vec<SnapshotEntry>, StoreError> {
+        Ok(self.snapshot_entries().clone())
+    }
+
+    fn record_snapshot(&self, entry: SnapshotEntry) -> Result<(), StoreError> {
+        let mut all = self.snapshot_entries();
+        all.retain(|s| s.id != entry.id);
+        all.push(entry);
+        Ok(())
+    }
+
+    fn forget_snapshot(&self, id: &SnapshotId) -> Result<(), StoreError> {
+        self.snapshot_entries().retain(|s| &s.id != id);
+        Ok(())
     }
 }
 

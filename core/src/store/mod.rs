@@ -7,18 +7,20 @@
 pub(crate) mod file;
 mod memory;
 pub mod settings;
+pub mod snapshots;
 pub mod templates;
 pub mod verdicts;
 
 use std::path::PathBuf;
 
-use tinybox_sdk::model::BoxId;
+use tinybox_sdk::model::{BoxId, SnapshotId};
 
 use crate::model::BoxInfo;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;
 pub use settings::Settings;
+pub use snapshots::SnapshotEntry;
 pub use templates::{Template, TemplateStore};
 
 /// How many identifier collisions `insert_new` retries before giving up.
@@ -59,6 +61,12 @@ pub trait Store: Send + Sync {
     fn update(&self, id: &BoxId, change: &mut dyn FnMut(&mut BoxInfo)) -> Result<BoxInfo, StoreError>;
     /// Removes a box, returning it if it was there.
     fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError>;
+    /// Every snapshot recorded with [`Store::record_snapshot`], in the order taken.
+    fn snapshots(&self) -> Result<Vec<SnapshotEntry>, StoreError>;
+    /// Remembers a snapshot beyond its box's record (prune finds it there).
+    fn record_snapshot(&self, entry: SnapshotEntry) -> Result<(), StoreError>;
+    /// Forgets a snapshot's entry, once its sandbox no longer has it.
+    fn forget_snapshot(&self, id: &SnapshotId) -> Result<(), StoreError>;
 }
 
 /// Allocates the lowest free identifier and records `make(id)` under it.

@@ -200,6 +200,11 @@ pub fn tag(image: &str, name: &str) -> Vec<String> {
     docker(&["tag", image, name])
 }
 
+/// `docker rmi NAME`: removes the tag, and the image with its last tag.
+pub fn remove_image(name: &str) -> Vec<String> {
+    docker(&["rmi", name])
+}
+
 /// The working directory a command starts in: its own, else the box's.
 /// docker wants an absolute path; a relative one is taken from the box's
 /// directory, or from `/` when the image decides.

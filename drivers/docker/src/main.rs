@@ -25,7 +25,9 @@ use async_trait::async_trait;
 use tinybox_sdk::model::{
     ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind,
 };
-use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult};
+use tinybox_sdk::protocol::{
+    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotRmParams,
+};
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
 use sandbox::{Config, Docker};
@@ -90,6 +92,10 @@ impl SandboxDriver for DockerSandbox {
 
     async fn snapshot(&self, host: &HostHandle, target: BoxRef) -> Result<SnapshotId, DriverError> {
         self.docker.snapshot(host, target).await
+    }
+
+    async fn snapshot_rm(&self, host: &HostHandle, params: SnapshotRmParams) -> Result<(), DriverError> {
+        self.docker.snapshot_rm(host, params).await
     }
 
     async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

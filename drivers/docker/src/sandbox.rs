@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
-use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams};
+use tinybox_sdk::protocol::{
+    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams, SnapshotRmParams,
+};
 
 use crate::argv::{self, RunSpec};
 use crate::execs::{self, Execs, Running};
@@ -287,6 +289,27 @@ impl Docker {
         Ok(id)
     }
 
+    /// `docker rmi` of the snapshot's tag. Only a name this driver makes
+    /// (`sha-` and twelve hex digits) is touched, so no other image on the
+    /// daemon can be removed through it; without `--force`, an image a
+    /// container still uses stays and the failure says so.
+    pub async fn snapshot_rm(&self, host: &dyn Host, p: SnapshotRmParams) -> Result<(), DriverError> {
+        let id = p.id.as_str();
+        if !is_snapshot_name(id) {
+            return Err(DriverError::invalid(format!(
+                "snapshot {id} is not one this driver takes (sha- and 12 hex digits); nothing was removed"
+            )));
+        }
+        let done = host.capture(argv::remove_image(id)).await?;
+        if done.success() {
+            return Ok(());
+        }
+        Err(match failure::cause(&done) {
+            Cause::NoSuchImage => DriverError::not_found(format!("snapshot {id} does not exist on the box's host")),
+            _ => failure::error(&format!("docker rmi {id}"), &done),
+        })
+    }
+
     /// Stops the command of exec `exec_id` inside its container (unless
     /// its exec, seeing its client killed by core's cancellation of the
     /// forwarded run, does it first); an exec not started yet never starts.
@@ -344,6 +367,12 @@ async fn owner_of(host: &dyn Host, dir: &Path) -> Result<String, DriverError> {
             seen.stderr_text().trim()
         ))),
     }
+}
+
+/// Whether `id` is a name [`snapshot_id`] makes.
+pub fn is_snapshot_name(id: &str) -> bool {
+    id.strip_prefix("sha-")
+        .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 /// `sha-` and the first twelve hex digits of `sha256:<hex>`.

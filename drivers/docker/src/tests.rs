@@ -483,3 +483,32 @@ async fn an_interrupted_box_is_found_by_its_name_alone() {
     let err = docker().destroy(&host, target).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
 }
+
+#[tokio::test]
+async fn snapshot_rm_removes_only_a_snapshot_name_and_a_missing_one_is_not_found() {
+    use tinybox_sdk::protocol::SnapshotRmParams;
+    let params = |id: &str| SnapshotRmParams { id: SnapshotId::new(id).unwrap(), namespace: "ns1".into() };
+    let host = FakeHost::replying(|_| ok("Untagged: sha-ab12ab12ab12:latest\n"));
+    docker().snapshot_rm(&host, params("sha-ab12ab12ab12")).await.unwrap();
+    assert_eq!(commands(&host), [["docker", "rmi", "sha-ab12ab12ab12"]]);
+
+    // Any other image on the daemon is out of reach, whatever the caller names.
+    for other in ["busybox", "sha-ab12", "sha-AB12AB12AB12", "--force", "sha-ab12ab12ab12x"] {
+        let host = FakeHost::new();
+        let err = docker().snapshot_rm(&host, params(other)).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "{other}");
+        assert!(host.calls().is_empty(), "{other} reached docker");
+    }
+
+    let host = FakeHost::replying(|_| failed(1, "Error response from daemon: No such image: sha-ab12ab12ab12:latest"));
+    assert_eq!(docker().snapshot_rm(&host, params("sha-ab12ab12ab12")).await.unwrap_err().code, ErrorCode::NotFound);
+    let host = FakeHost::replying(|_| {
+        failed(
+            1,
+            "Error response from daemon: conflict: unable to remove repository reference \"sha-ab12ab12ab12\" (must force) - container 0f3 is using its referenced image",
+        )
+    });
+    let err = docker().snapshot_rm(&host, params("sha-ab12ab12ab12")).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Failed);
+    assert!(err.message.contains("is using its referenced image"), "{}", err.message);
+}

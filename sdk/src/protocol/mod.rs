@@ -29,6 +29,7 @@ pub mod method {
     pub const SANDBOX_DESTROY: &str = "sandbox.destroy";
     pub const SANDBOX_INSPECT: &str = "sandbox.inspect";
     pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";
+    pub const SANDBOX_SNAPSHOT_RM: &str = "sandbox.snapshot_rm";
 }
 
 /// Whether a driver is a host (reach) or a sandbox (confinement).
@@ -264,6 +265,17 @@ pub struct InspectResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SnapshotResult {
     pub id: SnapshotId,
+}
+
+/// `sandbox.snapshot_rm`: delete a snapshot this driver took. Needs no
+/// box: the box it was taken of may be long gone. `namespace` is the one
+/// the box had, for a driver that keeps snapshots per namespace. A snapshot
+/// that is not there answers not-found; one still in use (a box was made
+/// from it) answers failed and stays.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotRmParams {
+    pub id: SnapshotId,
+    pub namespace: String,
 }
 
 #[cfg(test)]
