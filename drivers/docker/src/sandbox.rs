@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
-use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams};
+use tinybox_sdk::protocol::{
+    BoxRef, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, InspectResult, RunParams,
+};
 
 use crate::argv::{self, RunSpec};
 use crate::execs::{self, Execs, Running};
@@ -214,12 +216,17 @@ impl Docker {
         }
         self.execs.finish(&p.exec_id);
         let status = status?;
-        // docker's own failures (no such container, not running) end with
-        // 1, a missing docker CLI with 127: statuses a command may end with
+        // The client's own failures end with statuses a command may end with
         // too, so only then is the container looked at, and only to tell a
-        // box that has gone from a command that failed.
-        if matches!(status.code, Some(1 | 127)) {
-            self.require_running(host, &p.target.box_id, &handle.container).await?;
+        // box or a daemon that has gone from a command that failed.
+        if let Some(code) = status.code.filter(|c| docker_may_have_failed(*c)) {
+            self.require_running(host, &p.target.box_id, &handle.container).await.map_err(|e| match e.code {
+                ErrorCode::Unavailable => DriverError::unavailable(format!(
+                    "box {}'s command lost docker (the client ended with status {code}), so how it ended is unknown: {}",
+                    p.target.box_id, e.message
+                )),
+                _ => e,
+            })?;
         }
         Ok(status)
     }
@@ -237,7 +244,7 @@ impl Docker {
                 s.detail.unwrap_or_else(|| "its container is not running".into())
             ))),
             // Not knowing is no reason to replace the command's own status.
-            Err(e) if e.code == tinybox_sdk::protocol::ErrorCode::Unavailable => Err(e),
+            Err(e) if e.code == ErrorCode::Unavailable => Err(e),
             Err(_) => Ok(()),
         }
     }
@@ -305,6 +312,15 @@ impl Docker {
         let said = host.capture(argv::cancel(&running.container, &running.marker)).await;
         running.stop_done(argv::stopped_by(&said.map(|c| c.stdout_text()).unwrap_or_default()));
     }
+}
+
+/// Whether an exit status of the `docker exec` client may be docker's own
+/// rather than the command's: 1 (no such container, not running), 125
+/// (the exec could not be made), 126 and 127 (the runtime could not start
+/// the wrapper; a missing docker CLI), 255 (the daemon went away while the
+/// command ran: the client loses its stream and says nothing).
+pub fn docker_may_have_failed(code: i32) -> bool {
+    matches!(code, 1 | 125 | 126 | 127 | 255)
 }
 
 /// The box state a `docker container inspect` reported.

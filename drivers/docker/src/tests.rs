@@ -318,6 +318,30 @@ async fn exec_status_one_asks_docker_whether_the_box_is_still_there() {
 }
 
 #[tokio::test]
+async fn a_client_that_lost_its_daemon_is_a_driver_error_not_the_command_s_status() {
+    // The daemon went away mid-command: the client ends with 255 and says
+    // nothing, and the state helper cannot reach the daemon either.
+    let gone = "Cannot connect to the Docker daemon at unix:///run/d.sock. Is the docker daemon running?";
+    for code in [125, 126, 127, 255] {
+        let host = ending_with(ExitStatus::code(code), failed(1, gone));
+        let err = docker().exec(&host, exec_params(handle(None), None)).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unavailable, "{err}");
+        assert!(err.message.contains(&format!("lost docker (the client ended with status {code})")), "{err}");
+        assert!(err.message.contains("Cannot connect to the Docker daemon"), "{err}");
+        assert!(!err.message.contains('\n'), "one line: {err}");
+    }
+    // The same statuses from a command in a box that is still there are the command's.
+    for code in [125, 255] {
+        let host = ending_with(ExitStatus::code(code), ok(r#"{"Status":"running"}"#));
+        assert_eq!(docker().exec(&host, exec_params(handle(None), None)).await.unwrap().code, Some(code));
+    }
+    // Other statuses never cost a docker call.
+    let host = ending_with(ExitStatus::code(2), failed(1, gone));
+    assert_eq!(docker().exec(&host, exec_params(handle(None), None)).await.unwrap().code, Some(2));
+    assert!(commands(&host).is_empty());
+}
+
+#[tokio::test]
 async fn inspect_maps_docker_states() {
     let d = docker();
     let target = || BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
