@@ -723,3 +723,39 @@ fn a_daemon_killed_mid_exec_is_tinybox_s_failure_in_one_line_not_the_command_s_s
     assert_eq!(err.lines().count(), 1, "one line: {err:?}");
     assert!(err.starts_with("tinybox: ") && err.contains("lost docker"), "{err:?}");
 }
+
+#[test]
+fn a_command_dies_with_the_driver_that_started_it() {
+    need_docker!("docker_box::a_command_dies_with_the_driver_that_started_it");
+    let ns = Namespace::new("lifeline");
+    let cli = Cli::new();
+    let id = docker_box(&cli, &ns, &[]);
+    let mut exec = cli
+        .cmd(&["exec", &id, "--", "sh", "-c", "echo started; exec sleep 3141592"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, out) = read_line_within(BufReader::new(exec.stdout.take().unwrap()), GUARD);
+    assert_eq!(line, "started\n");
+    drop(out);
+    let driver = processes()
+        .into_iter()
+        .find(|(_, parent, args)| *parent == exec.id() && args.contains("tinybox-driver-docker"))
+        .map(|(pid, _, _)| pid)
+        .expect("the CLI's docker driver");
+    kill_pid(driver);
+    let ended = output_within(exec, GUARD);
+    assert_ne!(ended.status.code(), Some(0), "{ended:?}");
+
+    let container = ns.container(&id);
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let ps = docker_ok(&["exec", &container, "ps", "-o", "pid,args"]);
+        if !ps.contains("sleep 3141592") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the command outlived its driver by {GUARD:?}: {ps}");
+    }
+}

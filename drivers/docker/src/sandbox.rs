@@ -15,6 +15,7 @@ use crate::execs::{self, Execs, Running};
 use crate::failure::{self, Cause};
 use crate::host::{Capture, Host};
 use crate::state;
+use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
 /// Settings read from the driver's environment (core's, inherited).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,22 +201,25 @@ impl Docker {
             cwd: None,
             stdio: p.stdio,
         };
-        let status = host.run(params).await;
-        // A signal ended the client's shell, not the command (docker reports
-        // a command's own signal as 128+n): the command may run on inside.
-        if status.as_ref().is_ok_and(|s| s.signal.is_some()) && running.claim_stop() {
-            self.stop(host, &running).await;
-        }
-        // A stopped command ended by our signal, whatever the client
-        // reported (a terminated `docker exec` exits 0): a cancelled command
-        // never reads as a success, and its exec answers once it is dead.
-        if running.stopping() {
-            let signal = running.stopped().await;
-            self.execs.finish(&p.exec_id);
-            return Ok(ExitStatus { code: None, signal: Some(signal) });
-        }
-        self.execs.finish(&p.exec_id);
-        let status = status?;
+        let (lifeline_end, mut lifeline) = match std::io::pipe() {
+            Ok(pair) => pair,
+            Err(e) => {
+                self.execs.finish(&p.exec_id);
+                return Err(DriverError::failed(format!("cannot make an exec's lifeline pipe: {e}")));
+            }
+        };
+        let watcher = self.watch(host, &p.exec_id, argv::lifeline(&handle.container, &marker), lifeline_end);
+        let command = async {
+            let ended = self.run_command(host, params, &running).await;
+            // Its end is known (a stopped command is dead): the watcher may
+            // go. Without these bytes, as when this process dies, it stops
+            // the command.
+            let _ = std::io::Write::write_all(&mut lifeline, argv::LIFELINE_RELEASE);
+            drop(lifeline);
+            ended
+        };
+        let (ended, ()) = tokio::join!(command, watcher);
+        let status = ended?;
         // The client's own failures end with statuses a command may end with
         // too, so only then is the container looked at, and only to tell a
         // box or a daemon that has gone from a command that failed.
@@ -229,6 +233,58 @@ impl Docker {
             })?;
         }
         Ok(status)
+    }
+
+    /// Runs the command's `docker exec` client to its end, stopping the
+    /// command inside the container when the client was killed; how the
+    /// command ended.
+    async fn run_command(
+        &self,
+        host: &dyn Host,
+        params: RunParams,
+        running: &Running,
+    ) -> Result<ExitStatus, DriverError> {
+        let exec_id = params.exec_id.clone();
+        let status = host.run(params).await;
+        // A signal ended the client's shell, not the command (docker reports
+        // a command's own signal as 128+n): the command may run on inside.
+        if status.as_ref().is_ok_and(|s| s.signal.is_some()) && running.claim_stop() {
+            self.stop(host, running).await;
+        }
+        // A stopped command ended by our signal, whatever the client
+        // reported (a terminated `docker exec` exits 0): a cancelled command
+        // never reads as a success, and its exec answers once it is dead.
+        if running.stopping() {
+            let signal = running.stopped().await;
+            self.execs.finish(&exec_id);
+            return Ok(ExitStatus { code: None, signal: Some(signal) });
+        }
+        self.execs.finish(&exec_id);
+        status
+    }
+
+    /// Runs an exec's lifeline watcher in its container until `input` ends;
+    /// its own outcome does not matter (a container that has gone took the
+    /// command with it), so it is not reported.
+    async fn watch(&self, host: &dyn Host, exec_id: &str, argv: Vec<String>, input: std::io::PipeReader) {
+        let Ok(null) = std::fs::File::options().write(true).open("/dev/null") else { return };
+        let (Ok(out), Ok(err)) = (null.try_clone(), null.try_clone()) else { return };
+        let Ok(dir) = tinybox_sdk::capture::runtime_dir() else { return };
+        let id = format!("{exec_id}-lifeline");
+        let socket = dir.join(format!("docker-{}-{}.sock", std::process::id(), argv::marker_word(&id)));
+        // Only a dead process with our pid could have left this name behind.
+        let _ = std::fs::remove_file(&socket);
+        let fds = StdioFds { stdin: input.into(), stdout: out.into(), stderr: err.into() };
+        let Ok(server) = StdioServer::start(socket, fds) else { return };
+        let params = RunParams {
+            exec_id: id,
+            argv,
+            env: Default::default(),
+            clear_env: false,
+            cwd: None,
+            stdio: server.stdio_ref(),
+        };
+        let _ = host.run(params).await;
     }
 
     async fn require_running(&self, host: &dyn Host, box_id: &BoxId, container: &str) -> Result<(), DriverError> {
