@@ -759,3 +759,23 @@ fn a_command_dies_with_the_driver_that_started_it() {
         assert!(Instant::now() < deadline, "the command outlived its driver by {GUARD:?}: {ps}");
     }
 }
+
+#[test]
+fn a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line() {
+    need_docker!("docker_box::a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line");
+    let ns = Namespace::new("noprog");
+    let cli = Cli::new();
+    let id = docker_box(&cli, &ns, &[]);
+    for (program, code, line) in [
+        ("no-such-program", 127, "tinybox: no program no-such-program in the box\n"),
+        ("/no/such/prog", 127, "tinybox: no program /no/such/prog in the box\n"),
+        ("/etc/passwd", 126, "tinybox: /etc/passwd in the box is not an executable file\n"),
+        ("/tmp", 126, "tinybox: /tmp in the box is not an executable file\n"),
+    ] {
+        let (got, out, err) = cli.run(&["exec", &id, "--", program, "arg"]);
+        assert_eq!((got, out.as_str(), err.as_str()), (code, "", line), "{program}");
+    }
+    // A command's own 127 is its status, and its own words are left alone.
+    let (got, _, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo mine >&2; exit 127"]);
+    assert_eq!((got, err.as_str()), (127, "mine\n"));
+}

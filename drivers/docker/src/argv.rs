@@ -24,10 +24,20 @@ pub const SECCOMP_FROM_STDIN: &str = "seccomp=/dev/stdin";
 /// group, so a cancellation can find the group (killing the local `docker
 /// exec` client does not stop the process in the container). `exec` in a
 /// subshell forces the external program even where sh has a builtin of the
-/// same name. Nothing is written, so nothing needs removing after the
-/// command: a command that leaves the box's pids cap exhausted would leave
-/// no room to fork a cleanup, and the wrapper would fail in its place.
-const EXEC_WRAPPER: &str = r#"shift; (exec "$@"); exit $?"#;
+/// same name. A program that is not there ends with 127 and one that cannot
+/// be run with 126, as in a shell, but with one line of tinybox's naming it
+/// rather than the image's shell's own wording; only builtins check, so no
+/// process is spent on it. Nothing is written, so nothing needs removing
+/// after the command: a command that leaves the box's pids cap exhausted
+/// would leave no room to fork a cleanup, and the wrapper would fail in its
+/// place.
+pub const EXEC_WRAPPER: &str = r#"shift
+case $1 in
+*/*) [ -e "$1" ] || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; }
+     [ -f "$1" ] && [ -x "$1" ] || { printf 'tinybox: %s in the box is not an executable file\n' "$1" >&2; exit 126; } ;;
+*) command -v "$1" >/dev/null 2>&1 || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; } ;;
+esac
+(exec "$@"); exit $?"#;
 
 /// Finds the process whose arguments hold the marker (waiting, bounded,
 /// for the command to start: a cancel may come just after `docker exec`

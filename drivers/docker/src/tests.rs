@@ -587,3 +587,37 @@ async fn an_interrupted_box_is_found_by_its_name_alone() {
     let err = docker().destroy(&host, target).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
 }
+
+/// Runs the exec wrapper as the box's sh would, with this machine's sh.
+fn wrapped(argv: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", argv::EXEC_WRAPPER, "sh", "/tmp/.tinybox-exec-x1-0.pid"])
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_program_that_is_missing_or_cannot_run_is_named_in_one_line_with_a_shell_s_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("notes.txt");
+    std::fs::write(&plain, "echo ran\n").unwrap();
+    let (plain, dir) = (plain.to_str().unwrap(), dir.path().to_str().unwrap());
+    for (program, code, line) in [
+        ("no-such-program-here", 127, "tinybox: no program no-such-program-here in the box\n".to_owned()),
+        ("/no/such/dir/prog", 127, "tinybox: no program /no/such/dir/prog in the box\n".to_owned()),
+        (plain, 126, format!("tinybox: {plain} in the box is not an executable file\n")),
+        (dir, 126, format!("tinybox: {dir} in the box is not an executable file\n")),
+    ] {
+        assert_eq!(wrapped(&[program, "arg"]), (Some(code), String::new(), line), "{program}");
+    }
+    // A program that runs keeps its own status and streams, arguments intact.
+    assert_eq!(
+        wrapped(&["sh", "-c", "echo \"$1\"; echo e >&2; exit 3", "sh", "a b"]),
+        (Some(3), "a b\n".into(), "e\n".into())
+    );
+    assert_eq!(wrapped(&["printf", "%s", "-n"]).1, "-n", "the external program, not a builtin's options");
+}
