@@ -779,3 +779,23 @@ fn a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line
     let (got, _, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo mine >&2; exit 127"]);
     assert_eq!((got, err.as_str()), (127, "mine\n"));
 }
+
+#[test]
+fn a_pids_limit_too_small_to_start_a_box_is_refused_naming_the_minimum_and_leaves_nothing() {
+    need_docker!("docker_box::a_pids_limit_too_small_to_start_a_box_is_refused_naming_the_minimum_and_leaves_nothing");
+    let ns = Namespace::new("fewpids");
+    let cli = Cli::new();
+    let (code, out, err) = cli.run(&["create", "--sandbox", "docker", "--namespace", ns.name.as_str(), "--pids", "1"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("tinybox: ") && err.contains("a pids limit of 1 is below the 16"), "{err:?}");
+    assert!(err.trim_end().ends_with("ask for at least 16"), "{err:?}");
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    assert_eq!(docker_ok(&["ps", "-aq", "--filter", &label]), "", "a refused create leaves no container");
+    assert!(cli.run(&["ls"]).2.contains("no boxes"), "nor a box");
+
+    // The minimum itself makes a box that runs commands, a pipeline included.
+    let id = docker_box(&cli, &ns, &["--pids", "16"]);
+    let (code, out, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo piped | cat"]);
+    assert_eq!((code, out.as_str()), (0, "piped\n"), "{err}");
+}

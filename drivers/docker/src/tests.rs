@@ -135,6 +135,23 @@ async fn create_runs_one_hardened_limited_container_named_after_namespace_and_bo
 }
 
 #[tokio::test]
+async fn a_pids_limit_too_small_for_a_box_to_start_is_refused_before_any_container() {
+    let host = host_with_owner();
+    let mut p = params(None, NetworkPolicy::Denied, vec![]);
+    p.resources.pids = Some(MIN_PIDS - 1);
+    let err = docker().create(&host, p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains(&format!("a pids limit of {} is below the {MIN_PIDS}", MIN_PIDS - 1)), "{err}");
+    assert!(err.message.ends_with(&format!("ask for at least {MIN_PIDS}")), "{err}");
+    assert!(host.calls().is_empty(), "nothing ran: {:?}", host.argvs());
+
+    let mut p = params(None, NetworkPolicy::Denied, vec![]);
+    p.resources.pids = Some(MIN_PIDS);
+    docker().create(&host, p).await.unwrap();
+    assert_eq!(verbs(&host), ["run"]);
+}
+
+#[tokio::test]
 async fn a_box_without_a_host_directory_keeps_docker_s_user_and_profile() {
     let host = host_with_owner();
     docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap();
