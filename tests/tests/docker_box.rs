@@ -799,3 +799,37 @@ fn a_pids_limit_too_small_to_start_a_box_is_refused_naming_the_minimum_and_leave
     let (code, out, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo piped | cat"]);
     assert_eq!((code, out.as_str()), (0, "piped\n"), "{err}");
 }
+
+#[test]
+fn an_unreachable_daemon_makes_docker_unhealthy_and_the_auto_pick_passes_it_over_saying_why() {
+    let test = "docker_box::an_unreachable_daemon_makes_docker_unhealthy_and_the_auto_pick_passes_it_over_saying_why";
+    if !tinybox_tests::have("docker") {
+        return skip(test, "no docker CLI on PATH (apt-get install docker.io)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nothing = format!("unix://{}", dir.path().join("nothing.sock").display());
+    // A daemon that takes the connection and never answers: health is bounded.
+    let silent_path = dir.path().join("silent.sock");
+    let _silent = std::os::unix::net::UnixListener::bind(&silent_path).unwrap();
+    let silent = format!("unix://{}", silent_path.display());
+    let cli = Cli::new();
+    for (host, why) in [
+        (&nothing, "Cannot connect to the Docker daemon".to_owned()),
+        (&silent, "docker version gave no answer within 2 s".to_owned()),
+    ] {
+        let out = cli.cmd(&["drivers"]).env("DOCKER_HOST", host).stdin(Stdio::null()).output().unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let docker_line = listing.lines().find(|l| l.starts_with("docker ")).expect("docker is listed");
+        assert!(docker_line.contains("unavailable: the docker daemon does not answer"), "{docker_line}");
+        assert!(docker_line.contains(&why), "{docker_line}");
+    }
+    let out = cli
+        .cmd(&["run", "--untrusted", "--", "true"])
+        .env("DOCKER_HOST", &nothing)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("on local/docker"), "docker was picked: {err}");
+    assert!(err.contains("docker (unavailable: the docker daemon does not answer"), "the choice says why: {err}");
+}
