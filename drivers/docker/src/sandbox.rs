@@ -309,7 +309,7 @@ impl Docker {
 
     async fn require_running(&self, host: &dyn Host, box_id: &BoxId, container: &str) -> Result<(), DriverError> {
         let seen = host.capture(argv::inspect_state(container)).await?;
-        match read_state(container, &seen) {
+        match read_state(box_id, container, &seen) {
             Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Ready => Ok(()),
             Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Gone => Err(DriverError::not_found(format!(
                 "box {box_id} is gone: its container {container} no longer exists (removed outside tinybox); \
@@ -338,7 +338,7 @@ impl Docker {
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
         let handle = Handle::of(&target)?;
         let seen = host.capture(argv::inspect_state(&handle.container)).await?;
-        let mut result = read_state(&handle.container, &seen)?;
+        let mut result = read_state(&target.box_id, &handle.container, &seen)?;
         if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
             detail.push_str(&format!("; {note}"));
         }
@@ -400,7 +400,11 @@ pub fn docker_may_have_failed(code: i32) -> bool {
 }
 
 /// The box state a `docker container inspect` reported.
-fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<InspectResult, DriverError> {
+fn read_state(
+    box_id: &BoxId,
+    container: &str,
+    seen: &tinybox_sdk::capture::Captured,
+) -> Result<InspectResult, DriverError> {
     if !seen.success() {
         return match failure::cause(seen) {
             Cause::NoSuchContainer => Ok(state::gone(container)),
@@ -410,7 +414,7 @@ fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<
     let s: state::ContainerState = serde_json::from_slice(&seen.stdout).map_err(|e| {
         DriverError::failed(format!("docker container inspect printed a state this driver cannot read: {e}"))
     })?;
-    Ok(state::to_box_state(container, &s))
+    Ok(state::to_box_state(box_id.as_str(), container, &s))
 }
 
 fn absolute(dir: &Path) -> Result<&Path, DriverError> {
