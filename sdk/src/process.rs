@@ -135,6 +135,10 @@ fn report_spawn_failure(
         }
         std::io::ErrorKind::NotFound => (127, "command not found".to_owned()),
         std::io::ErrorKind::PermissionDenied => (126, "permission denied".to_owned()),
+        // The kernel knows no format for it (ENOEXEC): not something to run here.
+        _ if err.raw_os_error() == Some(rustix::io::Errno::NOEXEC.raw_os_error()) => {
+            (126, "not a program this machine can run (exec format error)".to_owned())
+        }
         _ => (126, err.to_string()),
     };
     let mut f = std::fs::File::from(stderr);

@@ -51,6 +51,31 @@ fn exit_codes_pass_through() {
 }
 
 #[test]
+fn a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line() {
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "passthrough"]);
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("notes.sh");
+    std::fs::write(&plain, "echo ran\n").unwrap();
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, b"\x7fELF not really").unwrap();
+    std::fs::set_permissions(&garbage, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let missing = dir.path().join("missing");
+    let [plain, garbage, missing, dir] = [&plain, &garbage, &missing, dir.path()].map(|p| p.display().to_string());
+    for (program, code, said) in [
+        ("no-such-program-here", 127, "tinybox: no-such-program-here: command not found".to_owned()),
+        (missing.as_str(), 127, format!("tinybox: {missing}: command not found")),
+        (plain.as_str(), 126, format!("tinybox: {plain}: permission denied")),
+        (dir.as_str(), 126, format!("tinybox: {dir}: permission denied")),
+        (garbage.as_str(), 126, format!("tinybox: {garbage}: not a program this machine can run (exec format error)")),
+    ] {
+        let (got, out, err) = cli.run(&["exec", &id, "--", program]);
+        assert_eq!((got, out.as_str()), (code, ""), "{program}: {err}");
+        assert_eq!(err.lines().collect::<Vec<_>>(), [said.as_str()], "one line naming {program}");
+    }
+}
+
+#[test]
 fn stdin_env_and_cwd() {
     let cli = Cli::new();
     let dir = tempfile::tempdir().unwrap();

@@ -324,7 +324,9 @@ fn escape_probes_find_no_host_processes_no_caller_secrets_no_stray_descriptors_a
     assert_eq!(code, 0);
     assert!(!out.contains("31415926"), "a host process is visible: {out}");
     assert!(!out.lines().any(|l| l == "signalled"), "a host process could be signalled: {out}");
-    let count: u32 = out.lines().nth(1).unwrap().trim().parse().unwrap();
+    // The wrapper's and the lifeline's scripts hold newlines of their own:
+    // the count is the last number printed.
+    let count: u32 = out.lines().rev().find_map(|l| l.trim().parse().ok()).expect("a process count");
     assert!(count < 12, "{count} processes visible: only the box's own should be");
 
     // The caller's environment stays outside.
@@ -552,4 +554,284 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
         assert_eq!(std::fs::read_to_string(ws.join("pre")).unwrap(), "from the host\nfrom the box\n");
         assert_eq!(cli.run(&["rm", &id]).0, 0);
     }
+}
+
+/// A dockerd of one test's own, which the test may kill: its own socket,
+/// data-root and exec-root in a temporary directory, no bridge and no
+/// iptables rules, in a network namespace of its own (`unshare -n`), so
+/// neither the shared daemon nor the host's docker0 is touched. It holds
+/// the base image, loaded from the shared daemon. Dropping it kills what
+/// it left behind (its containerd, the shims and their containers) by pid
+/// and unmounts its layers.
+struct PrivateDaemon {
+    dir: tempfile::TempDir,
+    dockerd: std::process::Child,
+}
+
+impl PrivateDaemon {
+    fn start() -> Result<PrivateDaemon, String> {
+        if !tinybox_tests::have("unshare") || !tinybox_tests::have("dockerd") {
+            return Err("no unshare or dockerd on PATH".into());
+        }
+        if !rustix::process::geteuid().is_root() {
+            return Err("a private dockerd needs root".into());
+        }
+        let dir = tempfile::Builder::new().prefix("tbd").tempdir_in("/tmp").map_err(|e| e.to_string())?;
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        let log = std::fs::File::create(dir.path().join("log")).map_err(|e| e.to_string())?;
+        let dockerd = std::process::Command::new("unshare")
+            .args(["-n", "dockerd", "--host", &format!("unix://{}", path("d.sock"))])
+            .args(["--data-root", &path("data"), "--exec-root", &path("exec"), "--pidfile", &path("d.pid")])
+            .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start dockerd: {e}"))?;
+        let daemon = PrivateDaemon { dir, dockerd };
+        let deadline = Instant::now() + GUARD;
+        while daemon.docker(&["version", "--format", "{{.Server.Version}}"]).0 != 0 {
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(daemon.dir.path().join("log")).unwrap_or_default();
+                return Err(format!("a private dockerd did not answer within {GUARD:?}: {log}"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let image = daemon.dir.path().join("base.tar").display().to_string();
+        docker_ok(&["save", "-o", &image, docker::BASE_IMAGE]);
+        let (code, _, err) = daemon.docker(&["load", "-i", &image]);
+        if code != 0 {
+            return Err(format!("cannot load the base image into a private dockerd: {err}"));
+        }
+        Ok(daemon)
+    }
+
+    /// What a client of this daemon sets.
+    fn host(&self) -> String {
+        format!("unix://{}", self.dir.path().join("d.sock").display())
+    }
+
+    fn docker(&self, args: &[&str]) -> (i32, String, String) {
+        let out = std::process::Command::new("docker")
+            .args(args)
+            .env("DOCKER_HOST", self.host())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run docker");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    }
+
+    fn kill(&mut self) {
+        let _ = self.dockerd.kill();
+        let _ = self.dockerd.wait();
+    }
+}
+
+impl Drop for PrivateDaemon {
+    fn drop(&mut self) {
+        self.kill();
+        // Its containerd and shims name the directory in their arguments;
+        // a shim's children are its containers' processes.
+        let mine = processes().into_iter().filter(|(_, _, args)| args.contains(&*self.dir.path().to_string_lossy()));
+        for (pid, _, _) in mine.collect::<Vec<_>>() {
+            for (child, _, _) in processes().into_iter().filter(|(_, parent, _)| *parent == pid) {
+                kill_pid(child);
+            }
+            kill_pid(pid);
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let root = self.dir.path().to_string_lossy().into_owned();
+        let mut points: Vec<&str> =
+            mounts.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&root)).collect();
+        points.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for point in points {
+            let _ = std::process::Command::new("umount").args(["-l", point]).status();
+        }
+    }
+}
+
+/// SIGKILL to one process this test found by pid; it may have gone already.
+fn kill_pid(pid: u32) {
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).expect("a pid"),
+        rustix::process::Signal::KILL,
+    );
+}
+
+/// Every process: (pid, parent pid, arguments joined by spaces).
+fn processes() -> Vec<(u32, u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The name may hold spaces and parentheses: the fields follow the last ')'.
+            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            let args = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, parent, String::from_utf8_lossy(&args).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// Waits for `child` to end, failing the test if it has not within `guard`.
+fn output_within(child: std::process::Child, guard: Duration) -> std::process::Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pid = child.id();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(guard) {
+        Ok(out) => out.expect("wait for tinybox"),
+        Err(_) => {
+            kill_pid(pid);
+            panic!("tinybox {pid} did not end within {guard:?}");
+        }
+    }
+}
+
+#[test]
+fn a_daemon_killed_mid_exec_is_tinybox_s_failure_in_one_line_not_the_command_s_status() {
+    let test = "docker_box::a_daemon_killed_mid_exec_is_tinybox_s_failure_in_one_line_not_the_command_s_status";
+    need_docker!(test);
+    let mut daemon = match PrivateDaemon::start() {
+        Ok(d) => d,
+        Err(why) => return skip(test, &why),
+    };
+    let cli = Cli::new();
+    let created = cli
+        .cmd(&["create", "--sandbox", "docker", "--namespace", "private"])
+        .env("DOCKER_HOST", daemon.host())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let id = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    let mut exec = cli
+        .cmd(&["exec", &id, "--", "sh", "-c", "echo started; exec sleep 600"])
+        .env("DOCKER_HOST", daemon.host())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, out) = read_line_within(BufReader::new(exec.stdout.take().unwrap()), GUARD);
+    assert_eq!(line, "started\n");
+    drop(out);
+    daemon.kill();
+    let ended = output_within(exec, GUARD);
+    let err = String::from_utf8_lossy(&ended.stderr);
+    assert_eq!(ended.status.code(), Some(125), "tinybox's own failure, not the client's 255: {err:?}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("tinybox: ") && err.contains("lost docker"), "{err:?}");
+}
+
+#[test]
+fn a_command_dies_with_the_driver_that_started_it() {
+    need_docker!("docker_box::a_command_dies_with_the_driver_that_started_it");
+    let ns = Namespace::new("lifeline");
+    let cli = Cli::new();
+    let id = docker_box(&cli, &ns, &[]);
+    let mut exec = cli
+        .cmd(&["exec", &id, "--", "sh", "-c", "echo started; exec sleep 3141592"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, out) = read_line_within(BufReader::new(exec.stdout.take().unwrap()), GUARD);
+    assert_eq!(line, "started\n");
+    drop(out);
+    let driver = processes()
+        .into_iter()
+        .find(|(_, parent, args)| *parent == exec.id() && args.contains("tinybox-driver-docker"))
+        .map(|(pid, _, _)| pid)
+        .expect("the CLI's docker driver");
+    kill_pid(driver);
+    let ended = output_within(exec, GUARD);
+    assert_ne!(ended.status.code(), Some(0), "{ended:?}");
+
+    let container = ns.container(&id);
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let ps = docker_ok(&["exec", &container, "ps", "-o", "pid,args"]);
+        if !ps.contains("sleep 3141592") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the command outlived its driver by {GUARD:?}: {ps}");
+    }
+}
+
+#[test]
+fn a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line() {
+    need_docker!("docker_box::a_missing_program_exits_127_and_one_that_cannot_run_126_with_one_tinybox_line");
+    let ns = Namespace::new("noprog");
+    let cli = Cli::new();
+    let id = docker_box(&cli, &ns, &[]);
+    for (program, code, line) in [
+        ("no-such-program", 127, "tinybox: no program no-such-program in the box\n"),
+        ("/no/such/prog", 127, "tinybox: no program /no/such/prog in the box\n"),
+        ("/etc/passwd", 126, "tinybox: /etc/passwd in the box is not an executable file\n"),
+        ("/tmp", 126, "tinybox: /tmp in the box is not an executable file\n"),
+    ] {
+        let (got, out, err) = cli.run(&["exec", &id, "--", program, "arg"]);
+        assert_eq!((got, out.as_str(), err.as_str()), (code, "", line), "{program}");
+    }
+    // A command's own 127 is its status, and its own words are left alone.
+    let (got, _, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo mine >&2; exit 127"]);
+    assert_eq!((got, err.as_str()), (127, "mine\n"));
+}
+
+#[test]
+fn a_pids_limit_too_small_to_start_a_box_is_refused_naming_the_minimum_and_leaves_nothing() {
+    need_docker!("docker_box::a_pids_limit_too_small_to_start_a_box_is_refused_naming_the_minimum_and_leaves_nothing");
+    let ns = Namespace::new("fewpids");
+    let cli = Cli::new();
+    let (code, out, err) = cli.run(&["create", "--sandbox", "docker", "--namespace", ns.name.as_str(), "--pids", "1"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("tinybox: ") && err.contains("a pids limit of 1 is below the 16"), "{err:?}");
+    assert!(err.trim_end().ends_with("ask for at least 16"), "{err:?}");
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    assert_eq!(docker_ok(&["ps", "-aq", "--filter", &label]), "", "a refused create leaves no container");
+    assert!(cli.run(&["ls"]).2.contains("no boxes"), "nor a box");
+
+    // The minimum itself makes a box that runs commands, a pipeline included.
+    let id = docker_box(&cli, &ns, &["--pids", "16"]);
+    let (code, out, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo piped | cat"]);
+    assert_eq!((code, out.as_str()), (0, "piped\n"), "{err}");
+}
+
+#[test]
+fn an_unreachable_daemon_makes_docker_unhealthy_and_the_auto_pick_passes_it_over_saying_why() {
+    let test = "docker_box::an_unreachable_daemon_makes_docker_unhealthy_and_the_auto_pick_passes_it_over_saying_why";
+    if !tinybox_tests::have("docker") {
+        return skip(test, "no docker CLI on PATH (apt-get install docker.io)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nothing = format!("unix://{}", dir.path().join("nothing.sock").display());
+    // A daemon that takes the connection and never answers: health is bounded.
+    let silent_path = dir.path().join("silent.sock");
+    let _silent = std::os::unix::net::UnixListener::bind(&silent_path).unwrap();
+    let silent = format!("unix://{}", silent_path.display());
+    let cli = Cli::new();
+    for (host, why) in [
+        (&nothing, "Cannot connect to the Docker daemon".to_owned()),
+        (&silent, "docker version gave no answer within 2 s".to_owned()),
+    ] {
+        let out = cli.cmd(&["drivers"]).env("DOCKER_HOST", host).stdin(Stdio::null()).output().unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        let docker_line = listing.lines().find(|l| l.starts_with("docker ")).expect("docker is listed");
+        assert!(docker_line.contains("unavailable: the docker daemon does not answer"), "{docker_line}");
+        assert!(docker_line.contains(&why), "{docker_line}");
+    }
+    let out = cli
+        .cmd(&["run", "--untrusted", "--", "true"])
+        .env("DOCKER_HOST", &nothing)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("on local/docker"), "docker was picked: {err}");
+    assert!(err.contains("docker (unavailable: the docker daemon does not answer"), "the choice says why: {err}");
 }

@@ -437,3 +437,29 @@ fn prune_removes_the_snapshots_of_removed_boxes_and_keeps_a_templates_and_a_stop
     // The stopped box still comes back from what prune kept.
     assert_eq!(cli.run(&["resume", &stopped]).0, 0);
 }
+
+#[test]
+fn a_persistent_box_stopped_outside_tinybox_is_resumed_with_its_files() {
+    need_docker!("docker_lifecycle::a_persistent_box_stopped_outside_tinybox_is_resumed_with_its_files");
+    let ns = Namespace::new("lostbox");
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "docker", "--namespace", ns.name.as_str(), "--persistent"]);
+    let (code, _, err) = cli.run(&["exec", &id, "--", "sh", "-c", "echo kept > /root/note"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli.run(&["resume", &id]);
+    assert_eq!(code, 1, "a box that runs is not resumed: {err}");
+    assert!(err.contains("is not stopped"), "{err}");
+
+    // Behind tinybox's back, as a daemon restart would.
+    docker_ok(&["stop", "--time", "0", &ns.container(&id)]);
+    let (code, out, err) = cli.run(&["inspect", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("`tinybox resume {id}` brings it back with its files")), "{out}");
+
+    let (code, _, err) = cli.run(&["resume", &id]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli.run(&["exec", &id, "--", "cat", "/root/note"]);
+    assert_eq!((code, out.as_str()), (0, "kept\n"), "{err}");
+    let (_, out, _) = cli.run(&["inspect", &id]);
+    assert!(out.contains("running"), "{out}");
+}

@@ -38,7 +38,16 @@ impl Tinybox {
         candidates.sort_by_key(|(r, c)| {
             std::cmp::Reverse((c.isolation, floor.map(|_| default_limits(c)), preference(&r.name)))
         });
-        let mut passed_over = Vec::new();
+        // An unhealthy sandbox that would qualify is passed over, and the
+        // choice says so: its health says what to fix.
+        let mut passed_over: Vec<String> = reports
+            .iter()
+            .filter(|r| r.error.is_none() && r.role == Some(Role::Sandbox) && r.name != PASSTHROUGH)
+            .filter(|r| r.health.as_ref().is_some_and(|h| !h.ok))
+            .filter(|r| r.capabilities.as_ref().is_some_and(|c| floor.is_none_or(|f| c.isolation >= f)))
+            .filter(|r| r.capabilities.as_ref().is_some_and(|c| c.isolation > IsolationLevel::None))
+            .map(|r| format!("{} ({})", r.name, r.summary()))
+            .collect();
         for (report, caps) in candidates {
             let sandbox = SandboxName::new(report.name.clone())?;
             let path = report.path.as_deref().map(std::path::Path::new);

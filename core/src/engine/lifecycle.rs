@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 use tinybox_sdk::model::{BoxId, SnapshotId, SnapshotSupport, WorkspaceSource};
+use tinybox_sdk::protocol::{BoxRef, BoxState};
 
 use super::Tinybox;
 use crate::error::{Error, LifecycleError, Result};
@@ -77,13 +78,15 @@ impl Tinybox {
     }
 
     /// Brings a stopped box back: new instances, the workspace made from its
-    /// newest snapshot, under the same identifier.
+    /// newest snapshot, under the same identifier. A box whose instance
+    /// stopped or went outside tinybox is stopped first (`stop_lost`).
     pub async fn resume(&self, id: &BoxId) -> Result<BoxInfo> {
-        let info = self.get(id)?;
+        let mut info = self.get(id)?;
         match info.phase {
             Phase::Stopped => {}
             Phase::Created => {
-                return Err(LifecycleError::NotStopped(id.clone()).into());
+                self.stop_lost(&info).await?;
+                info = self.get(id)?;
             }
             Phase::Creating => {
                 return Err(Error::BoxNotReady {
@@ -124,6 +127,36 @@ impl Tinybox {
             info.workspace = Some(workspace.clone());
             info.runner = runner.clone();
         })?)
+    }
+
+    /// A box whose workspace instance stopped or went behind tinybox's back
+    /// (a daemon restart, `docker stop`) is stopped here as `stop` would
+    /// have: captured as it is when it still exists (a stopped container
+    /// keeps its files), its instances removed, so that resume makes it
+    /// anew from the newest snapshot. One that still runs is not stopped.
+    async fn stop_lost(&self, info: &BoxInfo) -> Result<()> {
+        let id = &info.id;
+        let not_stopped = || Error::from(LifecycleError::NotStopped(id.clone()));
+        let ws = info.workspace.as_ref().ok_or_else(not_stopped)?;
+        let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
+        let seen = link.inspect(BoxRef { box_id: id.clone(), handle: ws.handle.clone() }).await?;
+        match seen.state {
+            BoxState::Ready => return Err(not_stopped()),
+            // Refuses a sandbox that takes no snapshots, before anything is removed.
+            BoxState::Stopped => {
+                self.snapshot(id).await?;
+            }
+            BoxState::Gone if info.snapshots.is_empty() => {
+                return Err(LifecycleError::NoSnapshot(id.clone()).into());
+            }
+            BoxState::Gone => {}
+        }
+        let info = self.get(id)?;
+        for instance in info.runner.iter().chain(info.workspace.iter()) {
+            self.destroy_instance(id, instance).await?;
+        }
+        self.store.update(id, &mut |info| info.phase = Phase::Stopped)?;
+        Ok(())
     }
 
     /// Takes every autosnapshot that is due, one box's failure not stopping

@@ -24,10 +24,20 @@ pub const SECCOMP_FROM_STDIN: &str = "seccomp=/dev/stdin";
 /// group, so a cancellation can find the group (killing the local `docker
 /// exec` client does not stop the process in the container). `exec` in a
 /// subshell forces the external program even where sh has a builtin of the
-/// same name. Nothing is written, so nothing needs removing after the
-/// command: a command that leaves the box's pids cap exhausted would leave
-/// no room to fork a cleanup, and the wrapper would fail in its place.
-const EXEC_WRAPPER: &str = r#"shift; (exec "$@"); exit $?"#;
+/// same name. A program that is not there ends with 127 and one that cannot
+/// be run with 126, as in a shell, but with one line of tinybox's naming it
+/// rather than the image's shell's own wording; only builtins check, so no
+/// process is spent on it. Nothing is written, so nothing needs removing
+/// after the command: a command that leaves the box's pids cap exhausted
+/// would leave no room to fork a cleanup, and the wrapper would fail in its
+/// place.
+pub const EXEC_WRAPPER: &str = r#"shift
+case $1 in
+*/*) [ -e "$1" ] || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; }
+     [ -f "$1" ] && [ -x "$1" ] || { printf 'tinybox: %s in the box is not an executable file\n' "$1" >&2; exit 126; } ;;
+*) command -v "$1" >/dev/null 2>&1 || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; } ;;
+esac
+(exec "$@"); exit $?"#;
 
 /// Finds the process whose arguments hold the marker (waiting, bounded,
 /// for the command to start: a cancel may come just after `docker exec`
@@ -49,6 +59,24 @@ i=0
 while kill -0 -"$g" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
 if kill -KILL -"$g" 2>/dev/null; then echo KILL; else echo TERM; fi
 exit 0"#;
+
+/// Keeps an exec's command from outliving the driver that started it.
+/// Killing the `docker exec` client (the host kills it when the driver
+/// dies and core goes away) leaves the command running in the container;
+/// so beside the command, the driver runs this watcher in the container,
+/// its input a pipe only the driver holds open. The daemon closes the
+/// watcher's input when its client goes, and the driver's exit closes the
+/// pipe: either way the watcher reads end of file without the driver's
+/// `done`, and stops the command as a cancellation does ([`CANCEL_SCRIPT`],
+/// which waits, bounded, for a command that has not started yet). The
+/// driver writes `done` once it has seen the command end. One shell
+/// builtin waits; nothing is polled.
+fn lifeline_script() -> String {
+    format!("read -r w; [ \"$w\" = done ] && exit 0\n{CANCEL_SCRIPT}")
+}
+
+/// What the driver writes to an exec's lifeline once the command has ended.
+pub const LIFELINE_RELEASE: &[u8] = b"done\n";
 
 /// Runs the `docker exec` client on the box's host under a shell that
 /// waits for it. When core cancels the run, the host signals the whole
@@ -141,12 +169,13 @@ fn bind_mount(source: &str) -> String {
 /// cancellation finds it inside the container. It looks like a path, but
 /// no file is written.
 pub fn marker(exec_id: &str) -> String {
-    // exec ids are core's (`x<pid>-<n>`); keep whatever else arrives a plain word.
-    let safe: String = exec_id
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .collect();
-    format!("/tmp/.tinybox-exec-{safe}.pid")
+    format!("/tmp/.tinybox-exec-{}.pid", marker_word(exec_id))
+}
+
+/// An exec id as a plain word: exec ids are core's (`x<pid>-<n>`); keep
+/// whatever else arrives from reaching a path or a pattern as anything else.
+pub fn marker_word(exec_id: &str) -> String {
+    exec_id.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
 }
 
 /// `docker exec -i ...` under [`CLIENT_WRAPPER`]: one docker call per
@@ -171,11 +200,21 @@ pub fn exec(
     a
 }
 
+/// The watcher that stops the command whose wrapper carries `marker` when
+/// its input ends without [`LIFELINE_RELEASE`].
+pub fn lifeline(container: &str, marker: &str) -> Vec<String> {
+    let script = lifeline_script();
+    docker(&["exec", "-i", container, "sh", "-c", &script, "sh", &marker_pattern(marker)])
+}
+
+/// `[/]` matches the marker's first "/" but not the pattern's own text.
+fn marker_pattern(marker: &str) -> String {
+    format!("[/]{}", marker.trim_start_matches('/'))
+}
+
 /// Stops the command whose wrapper carries `marker`.
 pub fn cancel(container: &str, marker: &str) -> Vec<String> {
-    // `[/]` matches the marker's first "/" but not the pattern's own text.
-    let pattern = format!("[/]{}", marker.trim_start_matches('/'));
-    docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", &pattern])
+    docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", &marker_pattern(marker)])
 }
 
 /// The container's state as JSON.

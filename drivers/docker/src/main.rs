@@ -49,19 +49,59 @@ fn capabilities() -> SandboxCapabilities {
     }
 }
 
+/// How long health waits for the daemon: the handshake must stay fast.
+const DAEMON_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The handshake comes before any call to the host is possible, so health
-/// says only what this machine shows: whether a docker CLI is on PATH.
-/// Whether a daemon answers is learnt when a box is created, and a create
-/// that cannot reach one says so.
+/// says what this machine shows: whether a docker CLI is on PATH and
+/// whether its daemon (`DOCKER_HOST`'s, inherited from core) answers
+/// `docker version` within [`DAEMON_PROBE`]. Read-only; a sandbox that is
+/// not healthy is never picked, and a create names the problem.
 fn health() -> Health {
     let found = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("docker")).find(|d| d.is_file()));
-    match found {
-        Some(cli) => {
-            Health::ok_with(format!("docker CLI at {}; the daemon is reached when a box is made", cli.display()))
-        }
-        None => Health::unavailable("no docker CLI on PATH; install docker (docker.io on Debian)"),
+    let Some(cli) = found else {
+        return Health::unavailable("no docker CLI on PATH; install docker (docker.io on Debian)");
+    };
+    match probe_daemon(&cli, DAEMON_PROBE) {
+        Ok(version) => Health::ok_with(format!("docker daemon {version} answers (docker CLI at {})", cli.display())),
+        Err(why) => Health::unavailable(format!(
+            "the docker daemon does not answer: {why}; start it, or set DOCKER_HOST to one that runs"
+        )),
     }
+}
+
+/// The daemon's version, or why it did not give one within `bound`.
+fn probe_daemon(cli: &std::path::Path, bound: std::time::Duration) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    let child = Command::new(cli)
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", cli.display()))?;
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(bound) {
+        Ok(out) => out.map_err(|e| format!("docker version failed: {e}"))?,
+        Err(_) => {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+            return Err(format!("docker version gave no answer within {} s", bound.as_secs()));
+        }
+    };
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if out.status.success() && !version.is_empty() {
+        return Ok(version);
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    Err(if said.is_empty() { format!("docker version ended with {}", out.status) } else { said.join(" | ") })
 }
 
 #[async_trait]

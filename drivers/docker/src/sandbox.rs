@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
 use tinybox_sdk::protocol::{
-    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams, SnapshotRmParams,
+    BoxRef, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, InspectResult, RunParams, SnapshotRmParams,
 };
 
 use crate::argv::{self, RunSpec};
@@ -15,6 +15,17 @@ use crate::execs::{self, Execs, Running};
 use crate::failure::{self, Cause};
 use crate::host::{Capture, Host};
 use crate::state;
+use tinybox_sdk::stdio::{StdioFds, StdioServer};
+
+/// The smallest pids limit a box may have. A box at rest holds 2 (the
+/// keepalive shell and its sleep) and a command 3 more (its wrapper, its
+/// subshell, its lifeline watcher); starting one, runc's init briefly
+/// holds several threads of its own, which count too. Measured on the
+/// reference machine: at 1 the container exits at once; up to 9, `true`
+/// failed now and then to start ("read init-p: connection reset by
+/// peer"); from 10, none failed in 30 runs. 16 leaves a margin for a
+/// command and a pipeline.
+pub const MIN_PIDS: u64 = 16;
 
 /// Settings read from the driver's environment (core's, inherited).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +83,13 @@ impl Docker {
     }
 
     pub async fn create(&self, host: &dyn Host, p: CreateParams) -> Result<CreateResult, DriverError> {
+        if let Some(pids) = p.resources.pids.filter(|n| *n < MIN_PIDS) {
+            return Err(DriverError::invalid(format!(
+                "a pids limit of {pids} is below the {MIN_PIDS} a docker box needs (its keepalive loop takes 2, \
+                 each command 3 with its wrapper and lifeline, and docker's runtime more while it starts one); \
+                 ask for at least {MIN_PIDS}"
+            )));
+        }
         let container = argv::container_name(&p.namespace, p.box_id.as_str());
         let (image, workspace, local_only) = match &p.source {
             None => (self.config.base_image.clone(), None, false),
@@ -200,35 +218,98 @@ impl Docker {
             cwd: None,
             stdio: p.stdio,
         };
+        let (lifeline_end, mut lifeline) = match std::io::pipe() {
+            Ok(pair) => pair,
+            Err(e) => {
+                self.execs.finish(&p.exec_id);
+                return Err(DriverError::failed(format!("cannot make an exec's lifeline pipe: {e}")));
+            }
+        };
+        let watcher = self.watch(host, &p.exec_id, argv::lifeline(&handle.container, &marker), lifeline_end);
+        let command = async {
+            let ended = self.run_command(host, params, &running).await;
+            // Its end is known (a stopped command is dead): the watcher may
+            // go. Without these bytes, as when this process dies, it stops
+            // the command.
+            let _ = std::io::Write::write_all(&mut lifeline, argv::LIFELINE_RELEASE);
+            drop(lifeline);
+            ended
+        };
+        let (ended, ()) = tokio::join!(command, watcher);
+        let status = ended?;
+        // The client's own failures end with statuses a command may end with
+        // too, so only then is the container looked at, and only to tell a
+        // box or a daemon that has gone from a command that failed.
+        if let Some(code) = status.code.filter(|c| docker_may_have_failed(*c)) {
+            self.require_running(host, &p.target.box_id, &handle.container).await.map_err(|e| match e.code {
+                ErrorCode::Unavailable => DriverError::unavailable(format!(
+                    "box {}'s command lost docker (the client ended with status {code}), so how it ended is unknown: {}",
+                    p.target.box_id, e.message
+                )),
+                _ => e,
+            })?;
+        }
+        Ok(status)
+    }
+
+    /// Runs the command's `docker exec` client to its end, stopping the
+    /// command inside the container when the client was killed; how the
+    /// command ended.
+    async fn run_command(
+        &self,
+        host: &dyn Host,
+        params: RunParams,
+        running: &Running,
+    ) -> Result<ExitStatus, DriverError> {
+        let exec_id = params.exec_id.clone();
         let status = host.run(params).await;
         // A signal ended the client's shell, not the command (docker reports
         // a command's own signal as 128+n): the command may run on inside.
         if status.as_ref().is_ok_and(|s| s.signal.is_some()) && running.claim_stop() {
-            self.stop(host, &running).await;
+            self.stop(host, running).await;
         }
         // A stopped command ended by our signal, whatever the client
         // reported (a terminated `docker exec` exits 0): a cancelled command
         // never reads as a success, and its exec answers once it is dead.
         if running.stopping() {
             let signal = running.stopped().await;
-            self.execs.finish(&p.exec_id);
+            self.execs.finish(&exec_id);
             return Ok(ExitStatus { code: None, signal: Some(signal) });
         }
-        self.execs.finish(&p.exec_id);
-        let status = status?;
-        // docker's own failures (no such container, not running) end with
-        // 1, a missing docker CLI with 127: statuses a command may end with
-        // too, so only then is the container looked at, and only to tell a
-        // box that has gone from a command that failed.
-        if matches!(status.code, Some(1 | 127)) {
-            self.require_running(host, &p.target.box_id, &handle.container).await?;
-        }
-        Ok(status)
+        self.execs.finish(&exec_id);
+        status
+    }
+
+    /// Runs an exec's lifeline watcher in its container until `input` ends;
+    /// its own outcome does not matter (a container that has gone took the
+    /// command with it), so it is not reported.
+    async fn watch(&self, host: &dyn Host, exec_id: &str, argv: Vec<String>, input: std::io::PipeReader) {
+        let Ok(null) = std::fs::File::options().write(true).open("/dev/null") else { return };
+        let (Ok(out), Ok(err)) = (null.try_clone(), null.try_clone()) else { return };
+        let Ok(dir) = tinybox_sdk::capture::runtime_dir() else { return };
+        let id = format!("{exec_id}-lifeline");
+        // Unique in this process whatever the exec id: ids are core's to choose.
+        static WATCHERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WATCHERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = dir.join(format!("docker-{}-lifeline-{n}.sock", std::process::id()));
+        // Only a dead process with our pid could have left this name behind.
+        let _ = std::fs::remove_file(&socket);
+        let fds = StdioFds { stdin: input.into(), stdout: out.into(), stderr: err.into() };
+        let Ok(server) = StdioServer::start(socket, fds) else { return };
+        let params = RunParams {
+            exec_id: id,
+            argv,
+            env: Default::default(),
+            clear_env: false,
+            cwd: None,
+            stdio: server.stdio_ref(),
+        };
+        let _ = host.run(params).await;
     }
 
     async fn require_running(&self, host: &dyn Host, box_id: &BoxId, container: &str) -> Result<(), DriverError> {
         let seen = host.capture(argv::inspect_state(container)).await?;
-        match read_state(container, &seen) {
+        match read_state(box_id, container, &seen) {
             Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Ready => Ok(()),
             Ok(s) if s.state == tinybox_sdk::protocol::BoxState::Gone => Err(DriverError::not_found(format!(
                 "box {box_id} is gone: its container {container} no longer exists (removed outside tinybox); \
@@ -239,7 +320,7 @@ impl Docker {
                 s.detail.unwrap_or_else(|| "its container is not running".into())
             ))),
             // Not knowing is no reason to replace the command's own status.
-            Err(e) if e.code == tinybox_sdk::protocol::ErrorCode::Unavailable => Err(e),
+            Err(e) if e.code == ErrorCode::Unavailable => Err(e),
             Err(_) => Ok(()),
         }
     }
@@ -257,7 +338,7 @@ impl Docker {
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
         let handle = Handle::of(&target)?;
         let seen = host.capture(argv::inspect_state(&handle.container)).await?;
-        let mut result = read_state(&handle.container, &seen)?;
+        let mut result = read_state(&target.box_id, &handle.container, &seen)?;
         if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
             detail.push_str(&format!("; {note}"));
         }
@@ -330,8 +411,21 @@ impl Docker {
     }
 }
 
+/// Whether an exit status of the `docker exec` client may be docker's own
+/// rather than the command's: 1 (no such container, not running), 125
+/// (the exec could not be made), 126 and 127 (the runtime could not start
+/// the wrapper; a missing docker CLI), 255 (the daemon went away while the
+/// command ran: the client loses its stream and says nothing).
+pub fn docker_may_have_failed(code: i32) -> bool {
+    matches!(code, 1 | 125 | 126 | 127 | 255)
+}
+
 /// The box state a `docker container inspect` reported.
-fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<InspectResult, DriverError> {
+fn read_state(
+    box_id: &BoxId,
+    container: &str,
+    seen: &tinybox_sdk::capture::Captured,
+) -> Result<InspectResult, DriverError> {
     if !seen.success() {
         return match failure::cause(seen) {
             Cause::NoSuchContainer => Ok(state::gone(container)),
@@ -341,7 +435,7 @@ fn read_state(container: &str, seen: &tinybox_sdk::capture::Captured) -> Result<
     let s: state::ContainerState = serde_json::from_slice(&seen.stdout).map_err(|e| {
         DriverError::failed(format!("docker container inspect printed a state this driver cannot read: {e}"))
     })?;
-    Ok(state::to_box_state(container, &s))
+    Ok(state::to_box_state(box_id.as_str(), container, &s))
 }
 
 fn absolute(dir: &Path) -> Result<&Path, DriverError> {

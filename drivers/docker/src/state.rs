@@ -18,7 +18,7 @@ pub struct ContainerState {
 }
 
 /// Maps docker's state onto a box's, saying which container and why.
-pub fn to_box_state(container: &str, s: &ContainerState) -> InspectResult {
+pub fn to_box_state(box_id: &str, container: &str, s: &ContainerState) -> InspectResult {
     match s.status.as_str() {
         "running" => InspectResult { state: BoxState::Ready, detail: Some(format!("container {container} running")) },
         status => {
@@ -29,7 +29,11 @@ pub fn to_box_state(container: &str, s: &ContainerState) -> InspectResult {
             if s.oom_killed {
                 detail.push_str(", killed for exceeding its memory limit");
             }
-            detail.push_str(" (stopped outside tinybox); `tinybox rm` removes the box");
+            // Its files are in the container still: resume takes them back.
+            detail.push_str(&format!(
+                " (stopped outside tinybox); `tinybox resume {box_id}` brings it back with its files, \
+                 `tinybox rm {box_id}` removes it"
+            ));
             InspectResult { state: BoxState::Stopped, detail: Some(detail) }
         }
     }

@@ -13,12 +13,27 @@ use super::*;
 /// The socket an exec's own streams are served on; helpers get pipes of their own.
 const EXEC_SOCKET: &str = "/run/x.sock";
 
+/// Whether a run is an exec's lifeline watcher (the only `docker exec -i`
+/// the driver runs itself; the box's command runs under a shell).
+fn is_lifeline(argv: &[String]) -> bool {
+    argv.len() > 3 && argv[..3] == ["docker", "exec", "-i"]
+}
+
 /// The helper commands run (`inspect`, `rm`, ...: the driver reads their output), in order.
 fn commands(host: &FakeHost) -> Vec<Vec<String>> {
     host.calls()
         .into_iter()
-        .filter(|c| c.params.stdio.socket.as_path() != Path::new(EXEC_SOCKET))
+        .filter(|c| c.params.stdio.socket.as_path() != Path::new(EXEC_SOCKET) && !is_lifeline(&c.params.argv))
         .map(|c| c.params.argv)
+        .collect()
+}
+
+/// The lifeline watchers run, with what each read on its input.
+fn lifelines(host: &FakeHost) -> Vec<(RunParams, Vec<u8>)> {
+    host.calls()
+        .into_iter()
+        .filter(|c| is_lifeline(&c.params.argv))
+        .map(|c| (c.params, c.stdin.unwrap_or_default()))
         .collect()
 }
 
@@ -117,6 +132,23 @@ async fn create_runs_one_hardened_limited_container_named_after_namespace_and_bo
     let handle: Handle = serde_json::from_value(made.handle).unwrap();
     assert_eq!(handle.container, "tinybox-ns1-box-0");
     assert_eq!(handle.network, "none");
+}
+
+#[tokio::test]
+async fn a_pids_limit_too_small_for_a_box_to_start_is_refused_before_any_container() {
+    let host = host_with_owner();
+    let mut p = params(None, NetworkPolicy::Denied, vec![]);
+    p.resources.pids = Some(MIN_PIDS - 1);
+    let err = docker().create(&host, p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains(&format!("a pids limit of {} is below the {MIN_PIDS}", MIN_PIDS - 1)), "{err}");
+    assert!(err.message.ends_with(&format!("ask for at least {MIN_PIDS}")), "{err}");
+    assert!(host.calls().is_empty(), "nothing ran: {:?}", host.argvs());
+
+    let mut p = params(None, NetworkPolicy::Denied, vec![]);
+    p.resources.pids = Some(MIN_PIDS);
+    docker().create(&host, p).await.unwrap();
+    assert_eq!(verbs(&host), ["run"]);
 }
 
 #[tokio::test]
@@ -282,7 +314,7 @@ async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
     assert!(status.success());
     assert!(commands(&host).is_empty(), "no helper call on success");
     let runs = runs(&host);
-    assert_eq!(host.calls().len(), 1, "one docker exec and nothing else");
+    assert_eq!(host.calls().len(), 2, "the command's docker exec and its lifeline, nothing else");
     let run = &runs[0];
     assert_eq!(run.exec_id, "x42-7");
     assert_eq!(run.stdio.socket, PathBuf::from(EXEC_SOCKET));
@@ -315,6 +347,92 @@ async fn exec_status_one_asks_docker_whether_the_box_is_still_there() {
     assert_eq!(verbs(&host), ["container"], "the one helper asked for the container's state");
     let a = &runs(&host)[0].argv;
     assert!(!a.contains(&"--workdir".to_string()), "no directory named: the image's own");
+}
+
+#[tokio::test]
+async fn a_client_that_lost_its_daemon_is_a_driver_error_not_the_command_s_status() {
+    // The daemon went away mid-command: the client ends with 255 and says
+    // nothing, and the state helper cannot reach the daemon either.
+    let gone = "Cannot connect to the Docker daemon at unix:///run/d.sock. Is the docker daemon running?";
+    for code in [125, 126, 127, 255] {
+        let host = ending_with(ExitStatus::code(code), failed(1, gone));
+        let err = docker().exec(&host, exec_params(handle(None), None)).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unavailable, "{err}");
+        assert!(err.message.contains(&format!("lost docker (the client ended with status {code})")), "{err}");
+        assert!(err.message.contains("Cannot connect to the Docker daemon"), "{err}");
+        assert!(!err.message.contains('\n'), "one line: {err}");
+    }
+    // The same statuses from a command in a box that is still there are the command's.
+    for code in [125, 255] {
+        let host = ending_with(ExitStatus::code(code), ok(r#"{"Status":"running"}"#));
+        assert_eq!(docker().exec(&host, exec_params(handle(None), None)).await.unwrap().code, Some(code));
+    }
+    // Other statuses never cost a docker call.
+    let host = ending_with(ExitStatus::code(2), failed(1, gone));
+    assert_eq!(docker().exec(&host, exec_params(handle(None), None)).await.unwrap().code, Some(2));
+    assert!(commands(&host).is_empty());
+}
+
+#[tokio::test]
+async fn every_exec_has_a_lifeline_released_only_once_its_command_has_ended() {
+    let host = ending_with(ExitStatus::code(3), ok(""));
+    let status = docker().exec(&host, exec_params(handle(None), None)).await.unwrap();
+    assert_eq!(status.code, Some(3));
+    let lifelines = lifelines(&host);
+    assert_eq!(lifelines.len(), 1, "{:?}", host.argvs());
+    let (run, read) = &lifelines[0];
+    assert_eq!(run.exec_id, "x42-7-lifeline", "an id of its own: a cancel of the exec is not the lifeline's");
+    assert_ne!(run.stdio.socket, PathBuf::from(EXEC_SOCKET), "never the caller's streams");
+    assert_eq!(&run.argv[..4], ["docker", "exec", "-i", "tinybox-ns1-box-0"]);
+    assert_eq!(run.argv.last().unwrap(), "[/]tmp/.tinybox-exec-x42-7.pid", "it stops this exec's command");
+    assert_eq!(read, b"done\n");
+}
+
+/// A host where the box's command never ends (as when the driver is killed
+/// while it runs) and the lifeline watcher reports what it read on its
+/// input, read to the end on a thread of its own.
+struct EndlessHost {
+    lifeline_read: std::sync::Mutex<Option<std::sync::mpsc::Receiver<Vec<u8>>>>,
+    watching: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl tinybox_sdk::Host for EndlessHost {
+    async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+        if is_lifeline(&params.argv) {
+            let fds = tinybox_sdk::stdio::receive(&params.stdio).await?;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut read = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut std::fs::File::from(fds.stdin), &mut read);
+                let _ = tx.send(read);
+            });
+            *self.lifeline_read.lock().unwrap() = Some(rx);
+            self.watching.notify_one();
+        }
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn an_exec_abandoned_before_its_command_ended_leaves_the_lifeline_unreleased() {
+    let host = EndlessHost { lifeline_read: std::sync::Mutex::new(None), watching: Default::default() };
+    let d = docker();
+    {
+        let exec = d.exec(&host, exec_params(handle(None), None));
+        tokio::pin!(exec);
+        let started = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            tokio::select! {
+                _ = &mut exec => panic!("an endless command ended"),
+                () = host.watching.notified() => {}
+            }
+        });
+        started.await.expect("the exec started a lifeline watcher");
+    }
+    // The exec is gone (as with the driver's process): its end of the pipe closed.
+    let rx = host.lifeline_read.lock().unwrap().take().unwrap();
+    let read = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the lifeline's input ended");
+    assert_eq!(read, b"", "end of file without `done`: the watcher stops the command");
 }
 
 #[tokio::test]
@@ -386,8 +504,8 @@ async fn a_client_killed_by_a_signal_has_its_command_stopped_inside_the_containe
     assert_eq!(cmds.len(), 1, "{cmds:?}");
     assert_eq!(&cmds[0][..3], ["docker", "exec", "tinybox-ns1-box-0"]);
     assert_eq!(cmds[0].last().unwrap(), "[/]tmp/.tinybox-exec-x42-7.pid");
-    assert_eq!(host.calls().len(), 2, "the command, then the stop");
-    assert_eq!(host.calls()[1].params.argv, cmds[0]);
+    assert_eq!(host.calls().len(), 3, "the command and its lifeline, then the stop");
+    assert_eq!(lifelines(&host)[0].1, b"done\n", "the stop is over: the lifeline is released");
 
     // A command that outlived SIGTERM's grace is reported killed.
     let host = ending_with(ExitStatus { code: None, signal: Some(15) }, ok("KILL\n"));
@@ -414,6 +532,9 @@ struct RacingHost {
 #[async_trait::async_trait]
 impl tinybox_sdk::Host for RacingHost {
     async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
+        if is_lifeline(&params.argv) {
+            return self.helpers.run(params).await;
+        }
         if params.stdio.socket.as_path() == Path::new(EXEC_SOCKET) {
             self.running.notify_one();
             self.killed.notified().await;
@@ -511,4 +632,38 @@ async fn snapshot_rm_removes_only_a_snapshot_name_and_a_missing_one_is_not_found
     let err = docker().snapshot_rm(&host, params("sha-ab12ab12ab12")).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed);
     assert!(err.message.contains("is using its referenced image"), "{}", err.message);
+}
+
+/// Runs the exec wrapper as the box's sh would, with this machine's sh.
+fn wrapped(argv: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", argv::EXEC_WRAPPER, "sh", "/tmp/.tinybox-exec-x1-0.pid"])
+        .args(argv)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn a_program_that_is_missing_or_cannot_run_is_named_in_one_line_with_a_shell_s_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("notes.txt");
+    std::fs::write(&plain, "echo ran\n").unwrap();
+    let (plain, dir) = (plain.to_str().unwrap(), dir.path().to_str().unwrap());
+    for (program, code, line) in [
+        ("no-such-program-here", 127, "tinybox: no program no-such-program-here in the box\n".to_owned()),
+        ("/no/such/dir/prog", 127, "tinybox: no program /no/such/dir/prog in the box\n".to_owned()),
+        (plain, 126, format!("tinybox: {plain} in the box is not an executable file\n")),
+        (dir, 126, format!("tinybox: {dir} in the box is not an executable file\n")),
+    ] {
+        assert_eq!(wrapped(&[program, "arg"]), (Some(code), String::new(), line), "{program}");
+    }
+    // A program that runs keeps its own status and streams, arguments intact.
+    assert_eq!(
+        wrapped(&["sh", "-c", "echo \"$1\"; echo e >&2; exit 3", "sh", "a b"]),
+        (Some(3), "a b\n".into(), "e\n".into())
+    );
+    assert_eq!(wrapped(&["printf", "%s", "-n"]).1, "-n", "the external program, not a builtin's options");
 }
