@@ -314,9 +314,16 @@ impl Drivers {
             // process start and a handshake, on every CLI command.
             let reverse = Reverse::pending();
             let methods = reverse_methods(Some(reverse.clone()));
+            // A sandbox's declaration may depend on where its boxes run (a
+            // cgroup writable here may not be over there): a driver serving
+            // another machine is told so. This machine needs no word, so a
+            // listing's handshake and a local box's describe the same thing.
+            let remote = self.host_entry(host).is_some_and(|e| e.driver != crate::hosts::LOCAL);
+            let config =
+                if remote { serde_json::json!({ "host": { "remote": true } }) } else { serde_json::Value::Null };
             let (host_link, conn) = tokio::join!(
                 self.host(host),
-                spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, serde_json::Value::Null)
+                spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, config)
             );
             let conn = conn?;
             match host_link {

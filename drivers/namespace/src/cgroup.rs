@@ -19,14 +19,31 @@ pub struct Support {
     pub why: String,
 }
 
+impl Support {
+    /// No limits, and why.
+    pub fn none(why: &str) -> Support {
+        Support { limits: BTreeSet::new(), why: why.to_owned() }
+    }
+}
+
 const CONTROLLERS: [(&str, Limit); 3] = [("pids", Limit::Pids), ("memory", Limit::Memory), ("cpu", Limit::Cpu)];
+
+/// What the driver serving the host its handshake `config` names can
+/// enforce: nothing on another machine (`{"host": {"remote": true}}`),
+/// whose cgroups this process cannot see; else what [`support`] finds here.
+pub fn for_host(config: &serde_json::Value, root: &Path, is_root: bool) -> Support {
+    if config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false) {
+        return Support::none("boxes run on another machine, whose cgroups this driver cannot see");
+    }
+    support(root, is_root)
+}
 
 /// Decides from the cgroup mount at `root` (normally /sys/fs/cgroup) for a
 /// caller that is root or not. Only root may make cgroups here: delegation
 /// to an unprivileged user needs a manager (systemd) this driver does not
 /// drive, so an unprivileged caller gets no limits, and is told so.
 pub fn support(root: &Path, is_root: bool) -> Support {
-    let none = |why: &str| Support { limits: BTreeSet::new(), why: why.to_owned() };
+    let none = Support::none;
     if !is_root {
         return none("no resource limits: the caller is not root and no delegated cgroup is driven");
     }
@@ -164,6 +181,16 @@ pub fn in_box(host_dir: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_driver_serving_another_machine_declares_no_limits() {
+        let remote = serde_json::json!({"host": {"remote": true}});
+        let here = for_host(&remote, Path::new("/sys/fs/cgroup"), true);
+        assert!(here.limits.is_empty());
+        assert!(here.why.contains("another machine"), "{}", here.why);
+        let local = for_host(&serde_json::Value::Null, Path::new("/nonexistent-cgroup-root"), true);
+        assert_eq!(local.limits, support(Path::new("/nonexistent-cgroup-root"), true).limits, "this machine: as found");
+    }
     use super::*;
 
     fn files(entries: &[(&str, &str)]) -> tempfile::TempDir {

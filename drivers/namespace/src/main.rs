@@ -48,9 +48,12 @@ impl Namespace {
 
 #[async_trait]
 impl SandboxDriver for Namespace {
-    fn configure(&self, _host: &HostHandle) {
+    fn configure(&self, host: &HostHandle) {
+        // Boxes on another machine (core says so in the handshake) get no
+        // limits: whether that machine's cgroups are writable, and by whom,
+        // is not something this process can see.
         let is_root = rustix::process::geteuid().is_root();
-        let _ = self.limits.set(cgroup::support(Path::new("/sys/fs/cgroup"), is_root));
+        let _ = self.limits.set(cgroup::for_host(host.config(), Path::new("/sys/fs/cgroup"), is_root));
     }
 
     fn info(&self) -> DriverInfo {
