@@ -24,6 +24,18 @@ pub fn seal_inherited_fds() {
     close_fds::CloseFdsBuilder::new().cloexecfrom(3);
 }
 
+/// A POSIX sh fragment that checks `$1`, the program a box is asked to
+/// run, before it is run: a missing one ends the command with 127 and an
+/// unrunnable one with 126, each with one line naming it — the statuses a
+/// shell gives, and words a caller can act on instead of a sandbox tool's
+/// own (`bwrap: execvp ...`, runc's). A sandbox that starts commands through
+/// a shell inside the box follows it with its own way to run "$@".
+pub const PROGRAM_CHECK: &str = r#"case $1 in
+*/*) [ -e "$1" ] || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; }
+     [ -f "$1" ] && [ -x "$1" ] || { printf 'tinybox: %s in the box is not an executable file\n' "$1" >&2; exit 126; } ;;
+*) command -v "$1" >/dev/null 2>&1 || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; } ;;
+esac"#;
+
 /// How long a cancelled command has between SIGTERM and SIGKILL.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
 

@@ -151,7 +151,10 @@ fn no_host_secret_reaches_the_box() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        assert_eq!(text(&out.stdout), "BOXVAR=1\nCMD=2\nPWD=/workspace\n", "{}", who.label());
+        // (Order is the shell's that checks the program, not a property.)
+        let mut env_lines: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+        env_lines.sort();
+        assert_eq!(env_lines, ["BOXVAR=1", "CMD=2", "PWD=/workspace"], "{}", who.label());
     }
 }
 
@@ -376,6 +379,21 @@ fn exec_basics_through_the_namespace_sandbox() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(9));
         assert_eq!(text(&out.stdout), "piped in\n/workspace\n");
+        // A program that is not there is 127, one that cannot run 126, each
+        // named in one line of tinybox's (not bwrap's `execvp ...`).
+        let out = env.run(&["exec", &id, "--", "no-such-program", "arg"]);
+        assert_eq!(out.status.code(), Some(127), "{}", who.label());
+        assert_eq!(text(&out.stderr), "tinybox: no program no-such-program in the box\n", "{}", who.label());
+        std::fs::write(env.workspace.path().join("notes.txt"), "echo ran\n").unwrap();
+        env.who.own(&env.workspace.path().join("notes.txt"));
+        let out = env.run(&["exec", &id, "--", "/workspace/notes.txt"]);
+        assert_eq!(out.status.code(), Some(126), "{}", who.label());
+        assert_eq!(
+            text(&out.stderr),
+            "tinybox: /workspace/notes.txt in the box is not an executable file\n",
+            "{}",
+            who.label()
+        );
         let out = env.run(&["rm", &id]);
         assert!(out.status.success());
         assert!(env.workspace.path().join("escape").exists(), "rm leaves the caller's own directory alone");

@@ -31,13 +31,8 @@ pub const SECCOMP_FROM_STDIN: &str = "seccomp=/dev/stdin";
 /// after the command: a command that leaves the box's pids cap exhausted
 /// would leave no room to fork a cleanup, and the wrapper would fail in its
 /// place.
-pub const EXEC_WRAPPER: &str = r#"shift
-case $1 in
-*/*) [ -e "$1" ] || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; }
-     [ -f "$1" ] && [ -x "$1" ] || { printf 'tinybox: %s in the box is not an executable file\n' "$1" >&2; exit 126; } ;;
-*) command -v "$1" >/dev/null 2>&1 || { printf 'tinybox: no program %s in the box\n' "$1" >&2; exit 127; } ;;
-esac
-(exec "$@"); exit $?"#;
+pub static EXEC_WRAPPER: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("shift\n{}\n(exec \"$@\"); exit $?", tinybox_sdk::process::PROGRAM_CHECK));
 
 /// Finds the process whose arguments hold the marker (waiting, bounded,
 /// for the command to start: a cancel may come just after `docker exec`
@@ -195,7 +190,7 @@ pub fn exec(
     for (k, v) in env {
         a.extend(["--env".into(), format!("{k}={v}")]);
     }
-    a.extend([container, "sh", "-c", EXEC_WRAPPER, "sh", marker].map(String::from));
+    a.extend([container, "sh", "-c", EXEC_WRAPPER.as_str(), "sh", marker].map(String::from));
     a.extend(argv.iter().cloned());
     a
 }

@@ -637,7 +637,7 @@ async fn snapshot_rm_removes_only_a_snapshot_name_and_a_missing_one_is_not_found
 /// Runs the exec wrapper as the box's sh would, with this machine's sh.
 fn wrapped(argv: &[&str]) -> (Option<i32>, String, String) {
     let out = std::process::Command::new("sh")
-        .args(["-c", argv::EXEC_WRAPPER, "sh", "/tmp/.tinybox-exec-x1-0.pid"])
+        .args(["-c", argv::EXEC_WRAPPER.as_str(), "sh", "/tmp/.tinybox-exec-x1-0.pid"])
         .args(argv)
         .stdin(std::process::Stdio::null())
         .output()

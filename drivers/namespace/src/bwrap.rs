@@ -80,8 +80,17 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
         push(&["--setenv", k, v]);
     }
     push(&["--"]);
+    // The box's own sh checks the program first, then becomes it: a
+    // missing one is 127 with one line naming it, never bwrap's execvp error.
+    push(&["/bin/sh", "-c", &checked_exec(), "sh"]);
     a.extend(argv.iter().cloned());
     a
+}
+
+/// The check, then `exec "$@"`: the command replaces the shell, so the box
+/// holds no process of ours beside it.
+pub fn checked_exec() -> String {
+    format!("{}\nexec \"$@\"", tinybox_sdk::process::PROGRAM_CHECK)
 }
 
 #[cfg(test)]
@@ -139,7 +148,8 @@ mod tests {
     fn the_command_follows_the_separator_verbatim() {
         let a = build(&BTreeMap::new(), None);
         let sep = a.iter().position(|x| x == "--").unwrap();
-        assert_eq!(&a[sep + 1..], ["sh", "-c", "x; y"]);
+        assert_eq!(&a[sep + 1..sep + 5], ["/bin/sh", "-c", &checked_exec(), "sh"]);
+        assert_eq!(&a[sep + 5..], ["sh", "-c", "x; y"]);
     }
 
     #[test]
