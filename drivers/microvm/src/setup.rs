@@ -84,9 +84,17 @@ pub fn cache_dir() -> PathBuf {
 }
 
 fn load_config(host: &HostHandle) -> Result<(Config, String), String> {
-    if !host.config().is_null() {
-        let c = serde_json::from_value(host.config().clone())
-            .map_err(|e| format!("the microvm configuration is invalid: {e}"))?;
+    // `host` is core's word on where the boxes run (driver protocol), not
+    // this driver's configuration; create checks the machine itself.
+    let mut given = host.config().clone();
+    if let Some(o) = given.as_object_mut() {
+        o.remove("host");
+        if o.is_empty() {
+            given = serde_json::Value::Null;
+        }
+    }
+    if !given.is_null() {
+        let c = serde_json::from_value(given).map_err(|e| format!("the microvm configuration is invalid: {e}"))?;
         return Ok((c, "the driver configuration".into()));
     }
     let Some(state) = host.state_dir() else { return Ok((Config::default(), "config.json".into())) };
