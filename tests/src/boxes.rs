@@ -63,6 +63,16 @@ impl Principal {
         }
     }
 
+    /// Hands everything under `root` (itself included) to this principal.
+    pub fn own_tree(&self, root: &Path) {
+        self.own(root);
+        if root.is_dir() {
+            for entry in std::fs::read_dir(root).expect("read a directory to hand over").flatten() {
+                self.own_tree(&entry.path());
+            }
+        }
+    }
+
     /// `program args` as this principal, with a minimal environment.
     pub fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut c = match self {

@@ -511,16 +511,6 @@ async fn a_box_placed_on_another_machine_is_refused_not_run_here() {
     tb.close().await;
 }
 
-/// Hands everything under `root` (itself included) to `who`.
-fn own_tree(who: &Principal, root: &std::path::Path) {
-    who.own(root);
-    if root.is_dir() {
-        for entry in std::fs::read_dir(root).unwrap().flatten() {
-            own_tree(who, &entry.path());
-        }
-    }
-}
-
 #[test]
 fn a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options() {
     need_microvm!("microvm_box::comma");
@@ -535,7 +525,7 @@ fn a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options() {
         let ws = PathBuf::from(format!("{}/a,path={}", parent.path().display(), other.display()));
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("A"), "asked for\n").unwrap();
-        own_tree(&who, parent.path());
+        who.own_tree(parent.path());
         // Then the store's path holds a comma too: every socket, log and pid
         // file of the VM is under it.
         for store_prefix in ["tbx-store", "st,path=x"] {
@@ -580,7 +570,7 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
         std::fs::set_permissions(ws.join("pre"), std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::copy(&setcap, ws.join("setcap")).unwrap();
         std::fs::set_permissions(ws.join("setcap"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        own_tree(&owner, &ws);
+        owner.own_tree(&ws);
         let ws_meta = std::fs::metadata(&ws).unwrap();
         let (uid, gid) = (ws_meta.uid(), ws_meta.gid());
 

@@ -457,16 +457,6 @@ int main(void) {
         .clone()
 }
 
-/// Hands everything under `root` (itself included) to `who`.
-fn own_tree(who: &Principal, root: &std::path::Path) {
-    who.own(root);
-    if root.is_dir() {
-        for entry in std::fs::read_dir(root).unwrap().flatten() {
-            own_tree(who, &entry.path());
-        }
-    }
-}
-
 #[test]
 fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -488,7 +478,7 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
             std::fs::set_permissions(ws.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
         }
         std::fs::create_dir(ws.join("in")).unwrap();
-        own_tree(&owner, &ws);
+        owner.own_tree(&ws);
         let ws_meta = std::fs::metadata(&ws).unwrap();
         let (uid, gid) = (ws_meta.uid(), ws_meta.gid());
         let id = env.create(&["--sandbox", "namespace"]);

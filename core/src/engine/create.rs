@@ -139,51 +139,39 @@ impl Tinybox {
             self.require_verified_link(link, &spec.options).await?;
         }
         let verified = self.trust_link(link, &spec.options).relied_on();
-        make_instance(link, id, spec, placement, admitted, workspace_dir, verified).await
-    }
-}
-
-async fn make_instance(
-    link: &SandboxLink,
-    id: &BoxId,
-    spec: &BoxSpec,
-    placement: &Placement,
-    admitted: gate::Admitted,
-    workspace_dir: Option<PathBuf>,
-    verified: bool,
-) -> Result<Instance> {
-    let caps = link.capabilities();
-    let created = link
-        .create(CreateParams {
-            box_id: id.clone(),
-            namespace: spec.namespace.clone(),
-            source: spec.source.clone(),
-            resources: admitted.limits,
-            network: admitted.network,
-            ports: spec.ports.clone(),
-            env: spec.env.clone(),
-            options: spec.options.clone(),
-            workspace_dir,
+        let caps = link.capabilities();
+        let created = link
+            .create(CreateParams {
+                box_id: id.clone(),
+                namespace: spec.namespace.clone(),
+                source: spec.source.clone(),
+                resources: admitted.limits,
+                network: admitted.network,
+                ports: spec.ports.clone(),
+                env: spec.env.clone(),
+                options: spec.options.clone(),
+                workspace_dir,
+            })
+            .await?;
+        let isolation = box_isolation(created.isolation, caps.isolation);
+        if let Some(floor) = spec.min_isolation
+            && isolation < floor
+        {
+            // The declaration passed the gate, but this box is weaker: it must
+            // not be used. Best effort, the same link takes it down again.
+            let _ = link.destroy(BoxRef { box_id: id.clone(), handle: created.handle }).await;
+            return Err(Error::unsupported(&placement.sandbox, Capability::BoxIsolation { floor, has: isolation }));
+        }
+        Ok(Instance {
+            placement: placement.clone(),
+            handle: created.handle,
+            isolation,
+            limits: admitted.limits,
+            network: admitted.network_in_force,
+            workdir: created.workdir,
+            verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
         })
-        .await?;
-    let isolation = box_isolation(created.isolation, caps.isolation);
-    if let Some(floor) = spec.min_isolation
-        && isolation < floor
-    {
-        // The declaration passed the gate, but this box is weaker: it must
-        // not be used. Best effort, the same link takes it down again.
-        let _ = link.destroy(BoxRef { box_id: id.clone(), handle: created.handle }).await;
-        return Err(Error::unsupported(&placement.sandbox, Capability::BoxIsolation { floor, has: isolation }));
     }
-    Ok(Instance {
-        placement: placement.clone(),
-        handle: created.handle,
-        isolation,
-        limits: admitted.limits,
-        network: admitted.network_in_force,
-        workdir: created.workdir,
-        verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
-    })
 }
 
 /// The isolation one box has: what its driver says of it, never more than
