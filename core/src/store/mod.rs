@@ -4,6 +4,7 @@
 //! Synchronous on purpose: every implementation is a memory map or a small
 //! local file, and async would push executor choice onto every caller.
 
+mod boxes;
 pub(crate) mod file;
 mod memory;
 pub mod settings;
