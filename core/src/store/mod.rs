@@ -7,6 +7,7 @@
 mod boxes;
 pub(crate) mod file;
 mod memory;
+pub mod pools;
 pub mod settings;
 pub mod snapshots;
 pub mod templates;
@@ -20,6 +21,7 @@ use crate::model::BoxInfo;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;
+pub use pools::{Pool, PoolStore};
 pub use settings::Settings;
 pub use snapshots::SnapshotEntry;
 pub use templates::{Template, TemplateStore};
