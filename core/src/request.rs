@@ -485,8 +485,7 @@ impl Tinybox {
             return Ok(Created { info, choice: plan.choice, warnings, pool: None });
         };
         let outcome = match self.pool_take(name, request)? {
-            Ok(info) => {
-                let left = self.pool_ready(name)?;
+            Ok((info, left)) => {
                 let warnings = warnings(&info);
                 return Ok(Created {
                     info,

@@ -209,7 +209,12 @@ impl Tinybox {
     /// Hands out a ready member of pool `name` to `request`, binding its
     /// ttl and env now. `Ok(Err(outcome))` says why none was: the pool is
     /// empty, or the request differs from the pool's (naming the fields).
-    pub fn pool_take(&self, name: &str, request: &CreateRequest) -> Result<std::result::Result<BoxInfo, PoolOutcome>> {
+    /// With the box, how many others were still waiting after it.
+    pub fn pool_take(
+        &self,
+        name: &str,
+        request: &CreateRequest,
+    ) -> Result<std::result::Result<(BoxInfo, usize), PoolOutcome>> {
         let store = self.pool_store()?;
         let pool = store.get(name)?.ok_or_else(|| PoolError::NotFound(name.to_owned()))?;
         let fields = differences(&pool.request, request);
@@ -219,7 +224,15 @@ impl Tinybox {
         let bound = CreateRequest { ttl_secs: request.ttl_secs.or(pool.request.ttl_secs), ..CreateRequest::default() };
         let lifecycle = bound.lifecycle()?;
         let now = self.now();
-        for id in &pool.members {
+        let waiting = |id: &BoxId| -> Result<bool> {
+            Ok(self.store.get(id)?.is_some_and(|b| b.pool.as_deref() == Some(name) && b.is_pooled()))
+        };
+        for (at, id) in pool.members.iter().enumerate() {
+            // A read first: members handed out since the list was pruned
+            // cost no exclusive lock.
+            if !waiting(id)? {
+                continue;
+            }
             let mut taken = false;
             let result = self.store.update(id, &mut |b| {
                 if b.pool.as_deref() == Some(name) && b.phase == Phase::Created {
@@ -231,25 +244,20 @@ impl Tinybox {
                 }
             });
             match result {
-                Ok(info) if taken => return Ok(Ok(info)),
+                Ok(info) if taken => {
+                    // Those before it were not waiting a moment ago.
+                    let mut left = 0;
+                    for later in &pool.members[at + 1..] {
+                        left += usize::from(waiting(later)?);
+                    }
+                    return Ok(Ok((info, left)));
+                }
                 // Taken by someone else, or removed: try the next.
                 Ok(_) | Err(crate::store::StoreError::NotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
         Ok(Err(PoolOutcome::Empty { pool: name.to_owned() }))
-    }
-
-    /// How many members of pool `name` are ready now.
-    pub fn pool_ready(&self, name: &str) -> Result<usize> {
-        let Some(pool) = self.pool_store()?.get(name)? else { return Ok(0) };
-        let mut ready = 0;
-        for id in &pool.members {
-            if self.store.get(id)?.is_some_and(|b| b.pool.as_deref() == Some(name) && b.is_pooled()) {
-                ready += 1;
-            }
-        }
-        Ok(ready)
     }
 
     /// The request a cold create makes for a taker of pool `name`: the
