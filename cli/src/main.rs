@@ -68,6 +68,10 @@ enum Command {
     Sync(commands::sync::SyncCmd),
     /// List installed drivers (`drivers ls`, the default) or check one's declared claims live (`drivers verify NAME`).
     Drivers(commands::drivers::DriversCmd),
+    /// Make a box's port reachable on this machine's 127.0.0.1 (held until Ctrl-C, or by the daemon with --detach).
+    PortForward(commands::forward::PortForwardCmd),
+    /// List the port forwards held now.
+    Ports(commands::forward::PortsCmd),
     /// Warm pools: boxes made ahead, handed out at once by `create --pool NAME`.
     #[command(subcommand)]
     Pool(commands::pool::PoolCmd),

@@ -24,15 +24,21 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tinybox_sdk::model::BoxId;
+
 use crate::Tinybox;
-use crate::engine::Autosnapshot;
+use crate::engine::{Autosnapshot, Forward};
 
 pub const SOCKET: &str = "daemon.sock";
 pub const LOCK: &str = "daemon.lock";
 /// How often the daemon looks for expired boxes, due snapshots and short pools.
 pub const TICK: Duration = Duration::from_secs(1);
-/// How long a caller waits for the daemon's answer.
+/// How long the daemon waits for a caller's request.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// How long a caller waits for the daemon's answer (a forward starts a
+/// driver and asks the gate first).
+pub const FORWARD_WITHIN: Duration = Duration::from_secs(60);
 /// The longest path a UNIX socket can be bound at (sun_path less its NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
@@ -76,11 +82,19 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DaemonError 
 }
 
 /// What a caller asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Call {
     Status,
     Stop,
+    /// Hold a port forward (`port-forward --detach`) until the box is
+    /// removed or the daemon stops; reopened by the next daemon after a kill.
+    Forward {
+        #[serde(rename = "box")]
+        box_id: BoxId,
+        local: u16,
+        port: u16,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -94,6 +108,8 @@ struct Reply {
     tinybox: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<DaemonStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forward: Option<Forward>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -169,6 +185,20 @@ fn socket_path(store: &Path) -> Result<PathBuf, DaemonError> {
 
 /// Asks the store's daemon `call`. `NotRunning` when none answers.
 pub async fn ask(store: &Path, call: Call) -> Result<DaemonStatus, DaemonError> {
+    let broken = |detail: String| DaemonError::Protocol { store: store.to_owned(), detail };
+    exchange(store, call).await?.status.ok_or_else(|| broken("an answer without a status".into()))
+}
+
+/// Asks the store's daemon to hold a forward; returns it as held.
+pub async fn ask_forward(store: &Path, box_id: BoxId, local: u16, port: u16) -> Result<Forward, DaemonError> {
+    let broken = |detail: String| DaemonError::Protocol { store: store.to_owned(), detail };
+    exchange(store, Call::Forward { box_id, local, port })
+        .await?
+        .forward
+        .ok_or_else(|| broken("an answer without the forward".into()))
+}
+
+async fn exchange(store: &Path, call: Call) -> Result<Reply, DaemonError> {
     let path = socket_path(store)?;
     let mut stream = match UnixStream::connect(&path).await {
         Ok(s) => s,
@@ -187,9 +217,9 @@ pub async fn ask(store: &Path, call: Call) -> Result<DaemonStatus, DaemonError> 
         BufReader::new(&mut stream).read_line(&mut answer).await?;
         Ok::<_, std::io::Error>(answer)
     };
-    let answer = tokio::time::timeout(ANSWER_WITHIN, exchange)
+    let answer = tokio::time::timeout(FORWARD_WITHIN, exchange)
         .await
-        .map_err(|_| broken(format!("no answer within {}s", ANSWER_WITHIN.as_secs())))?
+        .map_err(|_| broken(format!("no answer within {}s", FORWARD_WITHIN.as_secs())))?
         .map_err(io("talking to the daemon"))?;
     let reply: Reply =
         serde_json::from_str(answer.trim()).map_err(|e| broken(format!("{e} in {:?}", answer.trim())))?;
@@ -203,7 +233,7 @@ pub async fn ask(store: &Path, call: Call) -> Result<DaemonStatus, DaemonError> 
     if let Some(error) = reply.error {
         return Err(DaemonError::Refused(error));
     }
-    reply.status.ok_or_else(|| broken("an answer without a status".into()))
+    Ok(reply)
 }
 
 /// Runs the daemon on `engine`'s store until `stop` completes or a caller
@@ -229,6 +259,7 @@ pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>
         ..DaemonStatus::default()
     });
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    let (to_forwarder, mut forward_requests) = tokio::sync::mpsc::unbounded_channel::<ForwardRequest>();
 
     let ticker = async {
         let mut interval = tokio::time::interval(TICK);
@@ -244,7 +275,28 @@ pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>
             tick(engine, &status).await;
         }
     };
+    let forwarder = async {
+        let mut held = FuturesUnordered::new();
+        // What a killed daemon held, it holds again.
+        for f in engine.detached_forwards() {
+            held.push(hold(engine, f.box_id, f.local_port, f.box_port, None, stopping.subscribe()));
+        }
+        loop {
+            tokio::select! {
+                request = forward_requests.recv() => match request {
+                    Some((box_id, local, port, reply)) => {
+                        held.push(hold(engine, box_id, local, port, Some(reply), stopping.subscribe()));
+                    }
+                    None => break,
+                },
+                Some(()) = held.next(), if !held.is_empty() => {}
+            }
+        }
+        // The stop reached every forward; wait for them to close.
+        while held.next().await.is_some() {}
+    };
     let server = async {
+        let to_forwarder = to_forwarder;
         tokio::pin!(stop);
         loop {
             let stream = tokio::select! {
@@ -257,22 +309,79 @@ pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>
                     }
                 },
             };
-            if answer(stream, owner, &status).await == Some(Call::Stop) {
+            if answer(stream, owner, &status, &to_forwarder).await == Some(Call::Stop) {
                 break;
             }
         }
         let _ = stopping.send(true);
     };
-    tokio::join!(ticker, server);
+    tokio::join!(ticker, forwarder, server);
     let _ = std::fs::remove_file(&path);
     log("stopped");
     Ok(status.into_inner())
 }
 
+/// A forward to hold, and where to say how it went.
+type ForwardRequest = (BoxId, u16, u16, tokio::sync::oneshot::Sender<Result<Forward, String>>);
+
+/// Holds one forward until its box goes or the daemon stops; `reply`
+/// hears it held, or why not.
+async fn hold(
+    engine: &Tinybox,
+    box_id: BoxId,
+    local: u16,
+    port: u16,
+    reply: Option<tokio::sync::oneshot::Sender<Result<Forward, String>>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let reply = RefCell::new(reply);
+    let ready = |addr: std::net::SocketAddr| {
+        log(&format!("forwarding 127.0.0.1:{} to port {port} of {box_id}", addr.port()));
+        if let Some(r) = reply.borrow_mut().take() {
+            let held = Forward {
+                box_id: box_id.clone(),
+                local_port: addr.port(),
+                box_port: port,
+                pid: std::process::id(),
+                detached: true,
+            };
+            let _ = r.send(Ok(held));
+        }
+    };
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let result = engine.port_forward(&box_id, local, port, true, ready, stopped).await;
+    if let Err(e) = result {
+        log(&format!("forward to port {port} of {box_id}: {e}"));
+        let waiting = reply.borrow_mut().take();
+        match waiting {
+            Some(r) => {
+                let _ = r.send(Err(e.to_string()));
+            }
+            // One reopened after a restart whose box is gone: forget it.
+            None => {
+                if let Some(dir) = engine.store_dir() {
+                    let _ = std::fs::remove_file(dir.join("forwards").join(format!("{local}.json")));
+                }
+            }
+        }
+    }
+}
+
 /// Answers one caller; returns what it asked, if it was allowed to.
-async fn answer(mut stream: UnixStream, owner: u32, status: &RefCell<DaemonStatus>) -> Option<Call> {
-    let reply =
-        |status: Option<DaemonStatus>, error: Option<String>| Reply { tinybox: version().into(), status, error };
+async fn answer(
+    mut stream: UnixStream,
+    owner: u32,
+    status: &RefCell<DaemonStatus>,
+    forwarder: &tokio::sync::mpsc::UnboundedSender<ForwardRequest>,
+) -> Option<Call> {
+    let reply = |status: Option<DaemonStatus>, error: Option<String>| Reply {
+        tinybox: version().into(),
+        status,
+        forward: None,
+        error,
+    };
     let (request, out) = match stream.peer_cred() {
         Ok(cred) if cred.uid() != owner => {
             (None, reply(None, Some(format!("uid {} does not own this store (uid {owner} does)", cred.uid()))))
@@ -285,6 +394,16 @@ async fn answer(mut stream: UnixStream, owner: u32, status: &RefCell<DaemonStatu
                 None => (None, reply(None, Some(format!("not a request: {:?}", line.trim())))),
                 // Another version's caller hears this one's version, and refuses.
                 Some(r) if r.tinybox != version() => (None, reply(None, None)),
+                Some(Request { call: Call::Forward { box_id, local, port }, .. }) => {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let _ = forwarder.send((box_id.clone(), local, port, tx));
+                    let held = match rx.await {
+                        Ok(Ok(f)) => Reply { forward: Some(f), ..reply(Some(status.borrow().clone()), None) },
+                        Ok(Err(e)) => reply(None, Some(e)),
+                        Err(_) => reply(None, Some("the daemon is stopping".into())),
+                    };
+                    (Some(Call::Forward { box_id, local, port }), held)
+                }
                 Some(r) => (Some(r.call), reply(Some(status.borrow().clone()), None)),
             }
         }

@@ -155,7 +155,7 @@ fn print_status(app: &App, s: &DaemonStatus) {
 }
 
 /// Completes on SIGTERM, SIGINT or SIGHUP.
-async fn shutdown() {
+pub async fn shutdown() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
         (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))

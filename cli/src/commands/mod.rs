@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod drivers;
 pub mod exec;
 pub mod fork;
+pub mod forward;
 pub mod host;
 pub mod inspect;
 pub mod ls;
@@ -72,6 +73,8 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Sync(c) => c.run(&app).await,
         Command::Drivers(c) => c.run(&app).await,
         Command::Pool(c) => c.run(&app).await,
+        Command::PortForward(c) => c.run(&app).await,
+        Command::Ports(c) => c.run(&app).await,
         Command::Daemon(c) => c.run(&app).await,
         Command::Completions(_) => Ok(0),
     };

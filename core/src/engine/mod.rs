@@ -7,6 +7,7 @@ mod choose;
 mod create;
 mod drivers_report;
 mod exec;
+mod forward;
 mod hosts;
 mod lifecycle;
 mod pools;
@@ -24,6 +25,7 @@ use tinybox_sdk::protocol::{BoxRef, BoxState};
 
 pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
+pub use forward::{Forward, parse_forward};
 pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
 pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolOutcome, PoolView};
