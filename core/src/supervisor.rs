@@ -382,14 +382,16 @@ async fn answer(
         forward: None,
         error,
     };
+    // The request is read whoever asks, so a refused caller reads its
+    // refusal rather than a closed socket.
+    let mut line = String::new();
+    let read = tokio::time::timeout(ANSWER_WITHIN, BufReader::new(&mut stream).read_line(&mut line)).await;
     let (request, out) = match stream.peer_cred() {
         Ok(cred) if cred.uid() != owner => {
             (None, reply(None, Some(format!("uid {} does not own this store (uid {owner} does)", cred.uid()))))
         }
         Err(e) => (None, reply(None, Some(format!("cannot tell who is asking: {e}")))),
         Ok(_) => {
-            let mut line = String::new();
-            let read = tokio::time::timeout(ANSWER_WITHIN, BufReader::new(&mut stream).read_line(&mut line)).await;
             match read.ok().and_then(Result::ok).and_then(|_| serde_json::from_str::<Request>(line.trim()).ok()) {
                 None => (None, reply(None, Some(format!("not a request: {:?}", line.trim())))),
                 // Another version's caller hears this one's version, and refuses.
