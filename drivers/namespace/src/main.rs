@@ -109,8 +109,23 @@ fn main() {
             return;
         }
         // For benchmarks: the exact bwrap arguments a denied-network box over
-        // WORKSPACE runs a command with (the command itself follows).
-        Some("--print-bwrap-args") if args.len() == 3 => {
+        // WORKSPACE runs a command with (the command itself follows), and
+        // the seccomp program bwrap reads from descriptor 3, written to
+        // SECCOMP_FILE (run it as `bwrap ARGS CMD 3<SECCOMP_FILE`).
+        Some("--print-bwrap-args") if args.len() == 4 => {
+            let machine = std::process::Command::new("uname")
+                .arg("-m")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            let Some(arch) = seccomp::Arch::from_uname(&machine) else {
+                eprintln!("tinybox-driver-namespace: no seccomp program for {machine}");
+                std::process::exit(1);
+            };
+            if let Err(e) = std::fs::write(&args[3], seccomp::bytes(arch)) {
+                eprintln!("tinybox-driver-namespace: cannot write {}: {e}", args[3]);
+                std::process::exit(1);
+            }
             let env = BTreeMap::new();
             let layout = bwrap::Layout { workspace: &args[2], cwd: None, env: &env, share_net: false, cgroups: &[] };
             let words = bwrap::args(&layout, &[]);
