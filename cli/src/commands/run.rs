@@ -39,6 +39,7 @@ impl RunCmd {
             target,
             self.command.timeout,
             self.command.interactive,
+            self.command.tty,
         )
         .await;
         let removed = app.engine.remove(&info.id).await;
