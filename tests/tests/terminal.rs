@@ -7,6 +7,8 @@
 //! foreground command and leaving the shell, the command's exit status,
 //! and the caller's terminal modes put back afterwards.
 
+mod module_support;
+
 use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -400,4 +402,86 @@ fn microvm_refuses_a_terminal_in_one_line() {
     assert_eq!(shown.trim_end().lines().count(), 1, "{shown:?}");
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// The module's streaming exec on a terminal, from a Python host through
+/// ctypes: the box sees a terminal of the size given at `exec.start`, an
+/// `exec.resize` reaches it as SIGWINCH with the new size, and the
+/// refusals are invalid_argument. The box's command reports the size when
+/// told of a change (its trap), so nothing here waits on time.
+const MODULE_SESSION: &str = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from host import Module
+m = Module(sys.argv[2])
+store, sandbox = sys.argv[3], sys.argv[4]
+def out(tag, value): print("RESULT\t%s\t%s" % (tag, json.dumps(value)), flush=True)
+box = m.call("create", store=store, sandbox=sandbox)["ok"]["id"]
+script = 'trap "stty size; exit 3" WINCH; [ -t 0 ] && [ -t 1 ] && echo on-a-terminal; stty size; while :; do sleep 1; done'
+start = m.call("exec.start", store=store, id=box, argv=["sh", "-c", script], tty={"rows": 24, "cols": 80}, timeout_secs=60)
+handle = start["ok"]["exec"]
+seen = ""
+while "24 80" not in seen:
+    r = m.call("exec.read", store=store, exec=handle, wait_ms=30000)["ok"]
+    assert r["stdout"] or not r["done"], "ended before reporting its size: " + seen
+    seen += r["stdout"]
+out("first", seen)
+out("resize", m.call("exec.resize", store=store, exec=handle, rows=50, cols=132))
+out("zero", m.call("exec.resize", store=store, exec=handle, rows=0, cols=132))
+out("wait", m.call("exec.wait", store=store, exec=handle)["ok"])
+plain = m.call("exec.start", store=store, id=box, argv=["true"])["ok"]["exec"]
+out("plain_resize", m.call("exec.resize", store=store, exec=plain, rows=10, cols=10))
+m.call("exec.wait", store=store, exec=plain)
+out("captured", m.call("exec", store=store, id=box, argv=["sh", "-c", "stty size"], tty={"rows": 7, "cols": 33})["ok"])
+out("bad_tty", m.call("exec", store=store, id=box, argv=["true"], tty={"rows": 0, "cols": 33}))
+m.call("rm", store=store, id=box)
+"#;
+
+fn module_terminal(test: &str, sandbox: &str) {
+    let python = match Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        _ => {
+            skip(test, "python3 is not on PATH");
+            return;
+        }
+    };
+    let dir = module_support::temp();
+    let store = dir.path().join("store");
+    let hosts = module_support::root().join("tests/hosts");
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", MODULE_SESSION]).arg(&hosts).arg(module_support::library()).arg(&store).arg(sandbox);
+    let out = module_support::host_env(&mut cmd, &store).output().expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the Python host failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let result = |tag: &str| -> serde_json::Value {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("RESULT\t{tag}\t")))
+            .unwrap_or_else(|| panic!("no {tag} in {stdout}"));
+        serde_json::from_str(line).unwrap()
+    };
+    assert!(result("first").as_str().unwrap().contains("on-a-terminal"), "{stdout}");
+    assert_eq!(result("resize")["ok"], serde_json::json!({"exec": "exec-0", "rows": 50, "cols": 132}));
+    assert_eq!(result("zero")["error"]["code"], "invalid_argument");
+    let waited = result("wait");
+    assert!(waited["stdout"].as_str().unwrap().contains("50 132"), "the resize reached the box: {waited}");
+    assert_eq!(waited["exit_code"], 3);
+    assert_eq!(result("plain_resize")["error"]["code"], "invalid_argument");
+    assert!(result("plain_resize")["error"]["message"].as_str().unwrap().contains("without a terminal"));
+    assert_eq!(result("captured")["stdout"], "7 33\r\n");
+    assert_eq!(result("bad_tty")["error"]["code"], "invalid_argument");
+}
+
+#[test]
+fn module_streaming_exec_on_a_terminal_passthrough() {
+    module_terminal("terminal::module_streaming_exec_on_a_terminal_passthrough", "passthrough");
+}
+
+#[test]
+fn module_streaming_exec_on_a_terminal_namespace() {
+    let test = "terminal::module_streaming_exec_on_a_terminal_namespace";
+    if namespace_missing(test) {
+        return;
+    }
+    module_terminal(test, "namespace");
 }
