@@ -75,8 +75,11 @@ impl Processes {
         let host_session = pty.is_some() && !params.tty_session_inside;
         let mut cmd = match host_session {
             true => {
+                // setsid reports a program it cannot run in words of its own
+                // and status 1; the check keeps a shell's 127 and 126, each
+                // with one tinybox line, as without a terminal.
                 let mut cmd = std::process::Command::new(crate::pty::setsid_program()?);
-                cmd.arg("-c").arg(program);
+                cmd.args(["-c", "/bin/sh", "-c", &format!("{PROGRAM_CHECK}\nexec \"$@\""), "sh", program]);
                 cmd
             }
             false => std::process::Command::new(program),

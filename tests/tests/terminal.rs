@@ -336,6 +336,19 @@ fn without_a_terminal_t_is_refused_in_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }
 
+/// A program that is not there ends a terminal run as it ends a plain one:
+/// 127 and one tinybox line (setsid's own words and status 1 never show).
+#[test]
+fn a_missing_program_on_a_terminal_is_127_in_one_line() {
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "passthrough"]);
+    let mut term = Term::new(24, 80);
+    term.start(&cli.cmd(&["exec", "-t", &id, "--", "no-such-program-here"]));
+    let shown = term.expect("\n");
+    assert_eq!(term.exit_code(), 127);
+    assert_eq!(shown, "tinybox: no program no-such-program-here in the box\r\n");
+}
+
 /// A process in a box tries TIOCSTI on every terminal it can reach (its
 /// stdin, stdout, stderr and /dev/tty); none is the caller's, so nothing
 /// lands in the caller's input. The control runs the same probe on the
