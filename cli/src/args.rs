@@ -204,6 +204,9 @@ pub struct CommandArgs {
     /// Forward a terminal's input to the command (piped input is always forwarded).
     #[arg(short = 'i', long)]
     pub interactive: bool,
+    /// Run the command on a terminal made for it in the box (needs one here; `-it` for a shell).
+    #[arg(short = 't', long)]
+    pub tty: bool,
     /// The program and its arguments, passed as a vector, never through a shell.
     #[arg(last = true, required = true, value_name = "ARGV")]
     pub argv: Vec<String>,

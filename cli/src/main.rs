@@ -9,6 +9,7 @@ mod commands;
 mod output;
 mod progress;
 mod stdio;
+mod terminal;
 mod verifier;
 
 use std::path::PathBuf;

@@ -102,8 +102,13 @@ impl Pumps {
         let (reader, writer) = io::pipe()?;
         let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_CAPACITY);
         let capacity = rustix::pipe::fcntl_getpipe_size(&writer).unwrap_or(DEFAULT_CAPACITY);
+        // Never splice from a terminal: splice holds the pipe's lock while it
+        // waits for a keystroke, so the box's end of the pipe could not even
+        // be closed until someone typed (tinybox hung after the command ended).
+        let from_terminal = rustix::termios::isatty(&source);
         std::thread::spawn(move || {
             let mut mover = Mover::new(SpliceFlags::empty());
+            mover.splice = !from_terminal;
             while let Ok(n) = mover.step(source.as_fd(), writer.as_fd(), capacity) {
                 if n == 0 {
                     break;

@@ -51,6 +51,8 @@ pub enum Capability {
     SnapshotSource,
     Snapshot,
     Fork,
+    /// Running a command on a terminal made for it.
+    Terminal,
 }
 
 impl fmt::Display for Capability {
@@ -78,6 +80,7 @@ impl fmt::Display for Capability {
             Capability::SnapshotSource => f.write_str("snapshots"),
             Capability::Snapshot => f.write_str("snapshot"),
             Capability::Fork => f.write_str("fork"),
+            Capability::Terminal => f.write_str("a terminal (run the command without one)"),
         }
     }
 }

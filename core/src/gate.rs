@@ -5,7 +5,7 @@
 //! force, so a driver is never handed a limit or a policy it cannot apply.
 
 use tinybox_sdk::model::{
-    Feature, NetworkInForce, NetworkPolicy, Resources, SandboxCapabilities, SandboxName, SnapshotSupport,
+    ExecRequest, Feature, NetworkInForce, NetworkPolicy, Resources, SandboxCapabilities, SandboxName, SnapshotSupport,
     WorkspaceSource,
 };
 
@@ -66,6 +66,15 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
         return refuse(Capability::Option { name: name.clone(), takes: caps.options.iter().cloned().collect() });
     }
     Ok(Admitted { limits, network, network_in_force })
+}
+
+/// Checks that a sandbox can run `request` as asked: on a terminal only
+/// when it declared one.
+pub fn admit_exec(sandbox: &SandboxName, caps: &SandboxCapabilities, request: &ExecRequest) -> Result<()> {
+    if request.tty.is_some() && !caps.has(&Feature::Terminal) {
+        return Err(Error::unsupported(sandbox, Capability::Terminal));
+    }
+    Ok(())
 }
 
 /// Checks that a sandbox can take a snapshot.

@@ -23,6 +23,7 @@ pub const METHODS: &[&str] = &[
     "exec.read",
     "exec.wait",
     "exec.cancel",
+    "exec.resize",
     "inspect",
     "ls",
     "rm",
@@ -110,6 +111,12 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
             let p: params::HandleParams = params::parse(method, rest)?;
             running(st, &p.exec)?.cancel();
             Ok(json!({ "exec": p.exec, "cancelling": true }))
+        }
+        "exec.resize" => {
+            let p: params::ResizeParams = params::parse(method, rest)?;
+            let size = p.size()?;
+            running(st, &p.exec)?.resize(&p.exec, size)?;
+            Ok(json!({ "exec": p.exec, "rows": size.rows, "cols": size.cols }))
         }
         "inspect" => {
             let p: params::BoxParams = params::parse(method, rest)?;
@@ -239,6 +246,7 @@ fn create(st: &State, common: &Common, request: tinybox_core::CreateRequest) -> 
 fn launch(p: &params::ExecParams) -> CallResult<Launch> {
     let request = p.request();
     request.validate().map_err(tinybox_core::Error::from)?;
+    params::check_tty("exec", request.tty)?;
     Ok(Launch {
         box_id: p.id.clone(),
         request,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tinybox_core::capture::{self, Capture, Captured, DRAIN_GRACE};
-use tinybox_core::model::{BoxId, ExecRequest, ExitStatus};
+use tinybox_core::model::{BoxId, ExecRequest, ExitStatus, TtySize};
 use tinybox_core::{ExecOutcome, Target, Tinybox};
 use tinybox_sdk::stdio::StdioFds;
 
@@ -64,6 +64,8 @@ pub struct Running {
     cancel: tokio::sync::Notify,
     cancelled: AtomicBool,
     timed_out: AtomicBool,
+    /// New terminal sizes for core, when the command runs on a terminal.
+    resizes: Option<tokio::sync::mpsc::UnboundedSender<TtySize>>,
 }
 
 /// What a caller asks to run.
@@ -113,8 +115,9 @@ fn result(
 }
 
 impl Running {
-    fn new(box_id: BoxId, buffer: usize) -> Running {
+    fn new(box_id: BoxId, buffer: usize, resizes: Option<tokio::sync::mpsc::UnboundedSender<TtySize>>) -> Running {
         Running {
+            resizes,
             box_id,
             shared: Mutex::new(Shared {
                 mode: Mode::Stream { buffer: buffer.max(1) },
@@ -144,7 +147,14 @@ impl Running {
         let pipe = || std::io::pipe().map_err(|e| CallError::new(Code::Io, format!("cannot make a pipe: {e}")));
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let run = Arc::new(Running::new(launch.box_id.clone(), buffer));
+        let (resizes, resized) = match launch.request.tty {
+            Some(_) => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        let run = Arc::new(Running::new(launch.box_id.clone(), buffer, resizes));
         for (which, reader) in [(STDOUT, out_r), (STDERR, err_r)] {
             let run = run.clone();
             std::thread::Builder::new()
@@ -168,7 +178,8 @@ impl Running {
             };
             // On an error before the command started, `fds` is dropped
             // here, so the readers see end of file at once.
-            let end = engine.exec(&box_id, request, fds, target, cancel).await.map_err(CallError::from);
+            let end =
+                engine.exec_resizable(&box_id, request, fds, target, cancel, resized).await.map_err(CallError::from);
             task_run.finish(end);
         });
         Ok(run)
@@ -218,6 +229,18 @@ impl Running {
         s.ended_at = Some(Instant::now());
         drop(s);
         self.changed.notify_all();
+    }
+
+    /// Gives the command's terminal a new size; a command that has ended
+    /// is left alone.
+    pub fn resize(&self, handle: &str, size: TtySize) -> CallResult<()> {
+        let Some(resizes) = &self.resizes else {
+            return Err(CallError::invalid(format!(
+                "exec.resize: {handle} runs without a terminal; pass tty {{rows, cols}} to exec.start for one"
+            )));
+        };
+        let _ = resizes.send(size);
+        Ok(())
     }
 
     /// Asks the command to stop; `exec.wait` still reports how it ended.
@@ -352,7 +375,7 @@ mod tests {
 
     /// A streaming exec whose command printed `stdout` and nothing on stderr.
     fn printed(stdout: &[u8], buffer: usize) -> Running {
-        let run = Running::new(BoxId::new("box-0").unwrap(), buffer);
+        let run = Running::new(BoxId::new("box-0").unwrap(), buffer, None);
         run.pump(STDOUT, stdout);
         run.pump(STDERR, &b""[..]);
         run
@@ -377,7 +400,7 @@ mod tests {
 
     #[test]
     fn output_arriving_after_exec_wait_is_bounded_too() {
-        let run = Arc::new(Running::new(BoxId::new("box-0").unwrap(), DEFAULT_STREAM_BUFFER));
+        let run = Arc::new(Running::new(BoxId::new("box-0").unwrap(), DEFAULT_STREAM_BUFFER, None));
         run.pump(STDERR, &b""[..]);
         ended(&run);
         // The command's output arrives while (or before) wait runs: bounded either way.

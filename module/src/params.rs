@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tinybox_core::model::{BoxId, ExecRequest, HostName, TemplateName};
+use tinybox_core::model::{BoxId, ExecRequest, HostName, TemplateName, TtySize};
 
 use crate::errors::{CallError, CallResult, Code};
 
@@ -131,6 +131,10 @@ pub struct ExecParams {
     /// `exec.start` only: unread bytes buffered per stream before the command waits (default 1 MiB).
     #[serde(default)]
     pub buffer_bytes: Option<u64>,
+    /// Run on a terminal of this size made for the command in the box; its
+    /// output (both streams) arrives as stdout. `exec.resize` changes it.
+    #[serde(default)]
+    pub tty: Option<TtySize>,
 }
 
 impl ExecParams {
@@ -138,6 +142,7 @@ impl ExecParams {
         let mut r = ExecRequest::new(self.argv.clone());
         r.env = self.env.clone();
         r.cwd = self.cwd.clone();
+        r.tty = self.tty;
         r
     }
 
@@ -196,6 +201,38 @@ pub struct ReadParams {
 impl ReadParams {
     pub fn max(&self) -> CallResult<usize> {
         positive("max_bytes", self.max_bytes, crate::exec::DEFAULT_STREAM_BUFFER)
+    }
+}
+
+/// `exec.resize`: the terminal of a streaming exec has a new size.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeParams {
+    pub exec: String,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+impl ResizeParams {
+    pub fn size(&self) -> CallResult<TtySize> {
+        if self.rows == 0 || self.cols == 0 {
+            return Err(CallError::invalid(format!(
+                "exec.resize: {} rows by {} columns is no terminal; give both at least 1",
+                self.rows, self.cols
+            )));
+        }
+        Ok(TtySize { rows: self.rows, cols: self.cols })
+    }
+}
+
+/// Checks a terminal size given at `exec` or `exec.start`.
+pub fn check_tty(method: &str, tty: Option<TtySize>) -> CallResult<()> {
+    match tty {
+        Some(t) if t.rows == 0 || t.cols == 0 => Err(CallError::invalid(format!(
+            "{method}: a tty of {} rows by {} columns is no terminal; give both at least 1",
+            t.rows, t.cols
+        ))),
+        _ => Ok(()),
     }
 }
 

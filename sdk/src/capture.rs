@@ -78,7 +78,16 @@ pub async fn capture<H: Host + ?Sized>(
         StdioFds { stdin: stdin_r.into(), stdout: stdout_w.into(), stderr: stderr_w.into() },
     )
     .map_err(|e| DriverError::failed(format!("cannot open a stdio socket: {e}")))?;
-    let params = RunParams { exec_id, argv, env, clear_env: false, cwd: None, stdio: server.stdio_ref() };
+    let params = RunParams {
+        exec_id,
+        argv,
+        env,
+        clear_env: false,
+        cwd: None,
+        stdio: server.stdio_ref(),
+        tty: None,
+        tty_session_inside: false,
+    };
     let status = host.run(params).await;
     // The server holds our copies of the write ends: the readers see end of
     // file once it is gone and the command (and anything it started) closed theirs.

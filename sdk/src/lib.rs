@@ -20,6 +20,7 @@ pub mod model;
 pub mod peer;
 pub mod process;
 pub mod protocol;
+pub mod pty;
 pub mod serve;
 pub mod stdio;
 #[cfg(feature = "testing")]

@@ -48,6 +48,8 @@ pub struct Processes {
 #[derive(Default)]
 struct Table {
     running: HashMap<String, Pid>,
+    /// The terminal masters of runs on a terminal, for `resize`.
+    terminals: HashMap<String, Arc<std::os::fd::OwnedFd>>,
     /// Cancelled before their process existed: they must never start.
     cancelled_early: HashSet<String>,
 }
@@ -69,7 +71,19 @@ impl Processes {
         let Some((program, args)) = params.argv.split_first() else {
             return Err(DriverError::invalid("the argument vector is empty"));
         };
-        let mut cmd = std::process::Command::new(program);
+        let pty = params.tty.map(crate::pty::Pty::open).transpose()?;
+        let host_session = pty.is_some() && !params.tty_session_inside;
+        let mut cmd = match host_session {
+            true => {
+                // setsid reports a program it cannot run in words of its own
+                // and status 1; the check keeps a shell's 127 and 126, each
+                // with one tinybox line, as without a terminal.
+                let mut cmd = std::process::Command::new(crate::pty::setsid_program()?);
+                cmd.args(["-c", "/bin/sh", "-c", &format!("{PROGRAM_CHECK}\nexec \"$@\""), "sh", program]);
+                cmd
+            }
+            false => std::process::Command::new(program),
+        };
         cmd.args(args);
         if params.clear_env {
             cmd.env_clear();
@@ -78,20 +92,40 @@ impl Processes {
         if let Some(cwd) = &params.cwd {
             cmd.current_dir(cwd);
         }
-        // Its own process group, so a cancellation reaches everything it starts.
-        cmd.process_group(0);
         let stderr_copy = fds.stderr.try_clone()?;
-        cmd.stdin(fds.stdin).stdout(fds.stdout).stderr(fds.stderr);
+        let mut pump = None;
+        match pty {
+            Some(pty) => {
+                // setsid makes it lead a session (and so a process group) of
+                // its own, which is what a cancellation reaches. It does so
+                // without forking only when it is not a group leader already.
+                if !host_session {
+                    cmd.process_group(0);
+                }
+                cmd.stdin(pty.slave.try_clone()?).stdout(pty.slave.try_clone()?).stderr(pty.slave);
+                pump = Some(crate::pty::Pump::start(&pty.master, fds.stdin, fds.stdout)?);
+                self.table().terminals.insert(params.exec_id.clone(), Arc::new(pty.master));
+            }
+            None => {
+                // Its own process group, so a cancellation reaches everything it starts.
+                cmd.process_group(0);
+                cmd.stdin(fds.stdin).stdout(fds.stdout).stderr(fds.stderr);
+            }
+        }
         // Spawn and register under one lock, so a cancel either finds the
         // process or leaves a mark that stops it from starting.
         let mut child = {
             let mut table = self.table();
             if table.cancelled_early.remove(&params.exec_id) {
+                table.terminals.remove(&params.exec_id);
                 return Ok(ExitStatus { code: None, signal: Some(Signal::TERM.as_raw()) });
             }
             let child = match tokio::process::Command::from(cmd).kill_on_drop(false).spawn() {
                 Ok(child) => child,
-                Err(e) => return Ok(report_spawn_failure(program, params.cwd.as_deref(), e, stderr_copy)),
+                Err(e) => {
+                    table.terminals.remove(&params.exec_id);
+                    return Ok(report_spawn_failure(program, params.cwd.as_deref(), e, stderr_copy));
+                }
             };
             if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id as i32)) {
                 table.running.insert(params.exec_id.clone(), pid);
@@ -100,8 +134,25 @@ impl Processes {
         };
         drop(stderr_copy);
         let status = child.wait().await;
-        self.table().running.remove(&params.exec_id);
+        {
+            let mut table = self.table();
+            table.running.remove(&params.exec_id);
+            table.terminals.remove(&params.exec_id);
+        }
+        if let Some(pump) = pump {
+            pump.finish().await;
+        }
         Ok(status?.into())
+    }
+
+    /// Sets the window size of a terminal run; a run that has ended or has
+    /// no terminal is left alone.
+    pub fn resize(&self, exec_id: &str, size: crate::model::TtySize) -> Result<(), DriverError> {
+        let master = self.table().terminals.get(exec_id).cloned();
+        if let Some(master) = master {
+            crate::pty::set_size(std::os::fd::AsFd::as_fd(&*master), size)?;
+        }
+        Ok(())
     }
 
     /// Sends SIGTERM to the run's process group, then SIGKILL after the
@@ -186,6 +237,8 @@ mod tests {
             clear_env: false,
             cwd: None,
             stdio: StdioRef { socket: server.stdio_ref().socket },
+            tty: None,
+            tty_session_inside: false,
         };
         let status = procs.run(&params).await.unwrap();
         assert_eq!(status.signal, Some(15));

@@ -14,12 +14,12 @@ use jsonrpsee::types::{ErrorObjectOwned, Params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId};
+use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId, TtySize};
 use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
-    HandshakeResult, Health, InspectResult, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
-    version,
+    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams,
+    method, version,
 };
 
 /// Who a driver is, as its handshake says.
@@ -41,6 +41,11 @@ pub trait HostDriver: Send + Sync + 'static {
     async fn run(&self, inner: &HostHandle, params: RunParams) -> Result<ExitStatus, DriverError>;
     /// Stops the run named `exec_id`, if it is still going.
     async fn cancel(&self, exec_id: &str) -> Result<(), DriverError>;
+    /// The terminal of the run named `exec_id` has a new size. The default,
+    /// for a host that makes no terminals, does nothing.
+    async fn resize(&self, _exec_id: &str, _size: TtySize) -> Result<(), DriverError> {
+        Ok(())
+    }
     /// Core has gone away: stop whatever is still running.
     async fn shutdown(&self) {}
 }
@@ -71,6 +76,12 @@ pub trait SandboxDriver: Send + Sync + 'static {
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
     async fn cancel(&self, _host: &HostHandle, _exec_id: &str) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// The terminal of an exec has a new size. Runs forwarded to the host
+    /// with the same `exec_id` are resized by core itself; a sandbox that
+    /// makes its own terminal (in a guest, say) sets its size here.
+    async fn resize(&self, _host: &HostHandle, _exec_id: &str, _size: TtySize) -> Result<(), DriverError> {
         Ok(())
     }
     async fn shutdown(&self) {}
@@ -214,6 +225,13 @@ pub async fn serve_host<D: HostDriver>(driver: D) -> std::io::Result<()> {
             ok(s.driver.cancel(&p.exec_id).await)
         })
         .expect("unique method");
+    module
+        .register_async_method(method::EXEC_RESIZE, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: ResizeParams = parse(&params)?;
+            ok(s.driver.resize(&p.exec_id, p.size).await)
+        })
+        .expect("unique method");
     run_loop(module, move |peer| {
         let _ = host_slot.set(peer);
     })
@@ -284,6 +302,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: CancelParams = parse(&params)?;
             ok(s.driver.cancel(&s.host, &p.exec_id).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::EXEC_RESIZE, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: ResizeParams = parse(&params)?;
+            ok(s.driver.resize(&s.host, &p.exec_id, p.size).await)
         })
         .expect("unique method");
     run_loop(module, move |peer| {

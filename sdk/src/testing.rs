@@ -260,6 +260,8 @@ mod tests {
             clear_env: true,
             cwd: Some("/w".into()),
             stdio: StdioRef { socket: PathBuf::from("/nonexistent/tinybox-fake.sock") },
+            tty: None,
+            tty_session_inside: false,
         };
         let status = host.run(params).await.unwrap();
         assert_eq!(status.signal, Some(2), "the reply was chosen from the argv");

@@ -1,4 +1,5 @@
-//! `tinybox exec BOX -- CMD`: runs a command in a box with the caller's streams.
+//! `tinybox exec BOX -- CMD`: runs a command in a box with the caller's
+//! streams, or with `-t` on a terminal made for it in the box.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use tinybox_core::{Error, Target};
 
 use super::App;
 use crate::args::CommandArgs;
+use crate::terminal::Terminal;
 
 #[derive(Debug, Args)]
 pub struct ExecCmd {
@@ -32,7 +34,8 @@ enum StopReason {
 impl ExecCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let target = if self.runner { Target::Runner } else { Target::Workspace };
-        run_in(app, &self.id, self.command.request(), target, self.command.timeout, self.command.interactive).await
+        let c = &self.command;
+        run_in(app, &self.id, c.request(), target, c.timeout, c.interactive, c.tty).await
     }
 }
 
@@ -46,14 +49,33 @@ pub async fn run_in(
     target: Target,
     timeout: Option<Duration>,
     interactive: bool,
+    tty: bool,
 ) -> Result<u8, Error> {
+    let mut request = request;
+    let terminal = match tty {
+        true => Some(Terminal::on_stdin().map_err(|e| Error::io("-t runs the command on a terminal", e))?),
+        false => None,
+    };
+    let resizes = match &terminal {
+        Some(t) => {
+            request.tty = Some(t.size());
+            Some(t.resizes().map_err(|e| Error::io("cannot watch the terminal's size", e))?)
+        }
+        None => None,
+    };
     let (stdio, pumps) =
         crate::stdio::command_stdio(interactive).map_err(|e| Error::io("cannot prepare the command's streams", e))?;
     let reason = Arc::new(Mutex::new(None));
-    let stop = stop_signal(timeout, reason.clone());
-    let ran = app.engine.exec(id, request, stdio, target, stop).await;
-    // The command's output reaches the caller before anything tinybox says.
+    let stop = stop_signal(timeout, reason.clone(), tty);
+    let raw = match &terminal {
+        Some(t) => Some(t.raw().map_err(|e| Error::io("cannot put the terminal in raw mode", e))?),
+        None => None,
+    };
+    let ran = app.engine.exec_resizable(id, request, stdio, target, stop, resizes).await;
+    // The command's output reaches the caller before anything tinybox says,
+    // and before the terminal's modes change back.
     pumps.finish().await;
+    drop(raw);
     let outcome = ran?;
     let stopped = *reason.lock().expect("stop reason");
     let code = match (outcome.cancelled, stopped) {
@@ -71,8 +93,23 @@ pub async fn run_in(
     Ok(code)
 }
 
-async fn stop_signal(timeout: Option<Duration>, reason: Arc<Mutex<Option<StopReason>>>) {
+/// Resolves when the command should be stopped: Ctrl-C (SIGINT), SIGTERM,
+/// the timeout, and on a terminal SIGHUP too (the terminal went away; the
+/// modes are put back on the way out either way).
+async fn stop_signal(timeout: Option<Duration>, reason: Arc<Mutex<Option<StopReason>>>, hangup: bool) {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut hup = match hangup {
+        true => tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok(),
+        false => None,
+    };
+    let hung_up = async {
+        match hup.as_mut() {
+            Some(h) => {
+                h.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     let sleep = async {
         match timeout {
             Some(d) => tokio::time::sleep(d).await,
@@ -90,6 +127,7 @@ async fn stop_signal(timeout: Option<Duration>, reason: Arc<Mutex<Option<StopRea
     let why = tokio::select! {
         _ = tokio::signal::ctrl_c() => StopReason::Interrupted,
         () = terminated => StopReason::Terminated,
+        () = hung_up => StopReason::Terminated,
         () = sleep => StopReason::TimedOut,
     };
     *reason.lock().expect("stop reason") = Some(why);

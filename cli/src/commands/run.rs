@@ -32,6 +32,7 @@ impl RunCmd {
             target,
             self.command.timeout,
             self.command.interactive,
+            self.command.tty,
         )
         .await;
         let removed = app.engine.remove(&info.id).await;

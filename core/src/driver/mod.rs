@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jsonrpsee::RpcModule;
-use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId};
+use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
+    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -46,6 +46,17 @@ impl HostLink {
             reverse.cancel_forwarded(exec_id).await?;
         }
         self.conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() }).await?;
+        Ok(())
+    }
+
+    /// Resizes a run's terminal here, and the run it forwarded to its inner
+    /// host, if any (whichever made the terminal sets its size).
+    pub async fn resize(&self, exec_id: &str, size: TtySize) -> Result<()> {
+        if let Some(reverse) = &self.reverse {
+            reverse.resize_forwarded(exec_id, size).await?;
+        }
+        let params = ResizeParams { exec_id: exec_id.to_owned(), size };
+        self.conn.call::<_, serde_json::Value>(method::EXEC_RESIZE, params).await?;
         Ok(())
     }
 
@@ -89,6 +100,16 @@ impl Reverse {
         let host = self.host.borrow().clone();
         if let Some(host) = host {
             Box::pin(host.cancel(exec_id)).await?;
+        }
+        Ok(())
+    }
+
+    /// Resizes the terminal of the exec's run on the host beneath, if it
+    /// has been forwarded there.
+    async fn resize_forwarded(&self, exec_id: &str, size: TtySize) -> Result<()> {
+        let host = self.host.borrow().clone();
+        if let Some(host) = host {
+            Box::pin(host.resize(exec_id, size)).await?;
         }
         Ok(())
     }
@@ -185,6 +206,20 @@ impl SandboxLink {
             SandboxLink::Driver { conn, reverse, .. } => {
                 reverse.cancel_forwarded(exec_id).await?;
                 conn.call::<_, serde_json::Value>(method::CANCEL, CancelParams { exec_id: exec_id.to_owned() }).await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Resizes an exec's terminal: in the sandbox, and on the host for the
+    /// exec's runs the sandbox forwarded there.
+    pub async fn resize(&self, exec_id: &str, size: TtySize) -> Result<()> {
+        match self {
+            SandboxLink::Passthrough { host } => host.resize(exec_id, size).await,
+            SandboxLink::Driver { conn, reverse, .. } => {
+                reverse.resize_forwarded(exec_id, size).await?;
+                let params = ResizeParams { exec_id: exec_id.to_owned(), size };
+                conn.call::<_, serde_json::Value>(method::EXEC_RESIZE, params).await?;
                 Ok(())
             }
         }

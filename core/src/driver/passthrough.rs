@@ -4,16 +4,21 @@
 //! remote host gives "run it over there, unconfined" with no code naming
 //! that pair.
 
-use tinybox_sdk::model::{ExitStatus, SandboxCapabilities, SourceKind, WorkspaceSource};
+use tinybox_sdk::model::{ExitStatus, Feature, SandboxCapabilities, SourceKind, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, BoxState, CreateParams, CreateResult, ExecParams, InspectResult, RunParams};
 
 use super::HostLink;
 use crate::error::Result;
 
 /// Passthrough's declaration: nothing at all, except that it can start in a
-/// directory that already exists on the host.
+/// directory that already exists on the host, and run a command on a
+/// terminal its host makes.
 pub fn capabilities() -> SandboxCapabilities {
-    SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() }
+    SandboxCapabilities {
+        sources: [SourceKind::LocalDir].into(),
+        features: [Feature::Terminal].into(),
+        ..SandboxCapabilities::nothing()
+    }
 }
 
 pub async fn create(_host: &HostLink, params: CreateParams) -> Result<CreateResult> {
@@ -35,6 +40,8 @@ pub async fn exec(host: &HostLink, params: ExecParams) -> Result<ExitStatus> {
         clear_env: false,
         cwd: params.request.cwd.or(workdir),
         stdio: params.stdio,
+        tty: params.request.tty,
+        tty_session_inside: false,
     })
     .await
 }

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus};
+use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus, TtySize};
 use tinybox_sdk::protocol::{BoxRef, ExecParams};
 use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
@@ -40,6 +40,21 @@ impl Tinybox {
         target: Target,
         cancel: impl Future<Output = ()>,
     ) -> Result<ExecOutcome> {
+        self.exec_resizable(id, request, stdio, target, cancel, None).await
+    }
+
+    /// [`Tinybox::exec`], for a request on a terminal (`request.tty`): each
+    /// size `resizes` yields is sent to whichever driver made the terminal.
+    /// A resize that fails leaves the command running at its old size.
+    pub async fn exec_resizable(
+        &self,
+        id: &BoxId,
+        request: ExecRequest,
+        stdio: StdioFds,
+        target: Target,
+        cancel: impl Future<Output = ()>,
+        mut resizes: Option<tokio::sync::mpsc::UnboundedReceiver<TtySize>>,
+    ) -> Result<ExecOutcome> {
         request.validate()?;
         let info = self.get(id)?;
         let ws = self.instance(&info)?;
@@ -49,6 +64,7 @@ impl Tinybox {
             _ => ws,
         };
         let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
+        crate::gate::admit_exec(&link.name(), &link.capabilities(), &request)?;
         let exec_id = self.next_exec_id();
         let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
         // A file by this name can only be left by a dead process whose pid we
@@ -65,15 +81,22 @@ impl Tinybox {
         let run = link.exec(params);
         tokio::pin!(run);
         tokio::pin!(cancel);
-        let outcome = tokio::select! {
-            status = &mut run => ExecOutcome { status: status?, cancelled: false },
+        let outcome = loop {
+            tokio::select! {
+            status = &mut run => break ExecOutcome { status: status?, cancelled: false },
+            size = next_size(&mut resizes) => match size {
+                Some(size) => {
+                    let _ = link.resize(&exec_id, size).await;
+                }
+                None => resizes = None,
+            },
             () = &mut cancel => {
                 link.cancel(&exec_id).await?;
                 // A driver that acknowledges the cancel but never ends the run
                 // must not hold the caller forever.
                 let deadline = self.drivers.config().timeouts.cancel;
                 match tokio::time::timeout(deadline, &mut run).await {
-                    Ok(status) => ExecOutcome { status: status?, cancelled: true },
+                    Ok(status) => break ExecOutcome { status: status?, cancelled: true },
                     Err(_) => {
                         return Err(Error::DriverTimeout {
                             driver: link.name().to_string(),
@@ -84,8 +107,17 @@ impl Tinybox {
                     }
                 }
             }
+            }
         };
         drop(server);
         Ok(outcome)
+    }
+}
+
+/// The next size asked for; never, once there are no more.
+async fn next_size(resizes: &mut Option<tokio::sync::mpsc::UnboundedReceiver<TtySize>>) -> Option<TtySize> {
+    match resizes {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -211,6 +211,8 @@ impl Tinybox {
             clear_env: false,
             cwd: None,
             stdio: server.stdio_ref(),
+            tty: None,
+            tty_session_inside: false,
         };
         let status = link.run(params).await;
         drop(server);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use tinybox_sdk::model::{IsolationLevel, Limit, PortMapping, SnapshotId, SourceKind};
+use tinybox_sdk::model::{IsolationLevel, Limit, PortMapping, SnapshotId, SourceKind, TtySize};
 
 use super::*;
 use crate::model::Placement;
@@ -183,4 +183,16 @@ fn declared_options_pass_and_values_are_the_drivers_to_check() {
         unsupported(admit_create(&name(), &caps, &s)),
         Capability::Option { name: "turbo".into(), takes: vec!["accel".into()] }
     );
+}
+
+#[test]
+fn a_terminal_is_refused_where_none_was_declared() {
+    let mut caps = SandboxCapabilities::nothing();
+    let plain = ExecRequest::new(["sh"]);
+    let mut terminal = plain.clone();
+    terminal.tty = Some(TtySize { rows: 24, cols: 80 });
+    assert!(admit_exec(&name(), &caps, &plain).is_ok());
+    assert_eq!(unsupported(admit_exec(&name(), &caps, &terminal)), Capability::Terminal);
+    caps.features.insert(Feature::Terminal);
+    assert!(admit_exec(&name(), &caps, &terminal).is_ok());
 }

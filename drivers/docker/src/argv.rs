@@ -181,9 +181,13 @@ pub fn exec(
     env: &BTreeMap<String, String>,
     marker: &str,
     argv: &[String],
+    terminal: bool,
 ) -> Vec<String> {
     let mut a: Vec<String> = ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into();
-    a.extend(docker(&["exec", "-i"]));
+    // With -t docker makes a terminal in the container and mirrors the
+    // client's own (the one its host made for this run): raw mode, and its
+    // size on every SIGWINCH the host's resize sends.
+    a.extend(docker(if terminal { &["exec", "-i", "-t"] } else { &["exec", "-i"] }));
     if let Some(dir) = cwd {
         a.extend(["--workdir".into(), dir.into()]);
     }

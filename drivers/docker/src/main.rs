@@ -41,7 +41,7 @@ fn capabilities() -> SandboxCapabilities {
     SandboxCapabilities {
         isolation: IsolationLevel::Kernel,
         snapshot: SnapshotSupport::Filesystem,
-        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits].into(),
+        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits, Feature::Terminal].into(),
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),

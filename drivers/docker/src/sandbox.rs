@@ -205,7 +205,8 @@ impl Docker {
         env.extend(p.request.env);
         let cwd = argv::workdir(p.request.cwd.as_deref(), handle.workdir.as_deref());
         let marker = argv::marker(&p.exec_id);
-        let command = argv::exec(&handle.container, cwd.as_deref(), &env, &marker, &p.request.argv);
+        let command =
+            argv::exec(&handle.container, cwd.as_deref(), &env, &marker, &p.request.argv, p.request.tty.is_some());
         let Some(running) = self.execs.start(&p.exec_id, &handle.container, &marker) else {
             // Cancelled before it started: it never does.
             return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
@@ -217,6 +218,8 @@ impl Docker {
             clear_env: false,
             cwd: None,
             stdio: p.stdio,
+            tty: p.request.tty,
+            tty_session_inside: false,
         };
         let (lifeline_end, mut lifeline) = match std::io::pipe() {
             Ok(pair) => pair,
@@ -303,6 +306,8 @@ impl Docker {
             clear_env: false,
             cwd: None,
             stdio: server.stdio_ref(),
+            tty: None,
+            tty_session_inside: false,
         };
         let _ = host.run(params).await;
     }

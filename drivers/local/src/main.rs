@@ -6,7 +6,7 @@
 //! beyond the runs in flight.
 
 use async_trait::async_trait;
-use tinybox_sdk::model::ExitStatus;
+use tinybox_sdk::model::{ExitStatus, TtySize};
 use tinybox_sdk::process::Processes;
 use tinybox_sdk::protocol::{DriverError, Health, RunParams};
 use tinybox_sdk::{DriverInfo, HostDriver, HostHandle};
@@ -28,6 +28,10 @@ impl HostDriver for LocalHost {
     async fn cancel(&self, exec_id: &str) -> Result<(), DriverError> {
         self.processes.cancel(exec_id);
         Ok(())
+    }
+
+    async fn resize(&self, exec_id: &str, size: TtySize) -> Result<(), DriverError> {
+        self.processes.resize(exec_id, size)
     }
 
     async fn shutdown(&self) {

@@ -35,7 +35,7 @@ use async_trait::async_trait;
 use tinybox_microvm_agent::wire::Exec;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::model::{
-    ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotSupport, SourceKind,
+    ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotSupport, SourceKind, TtySize,
 };
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult,
@@ -92,7 +92,8 @@ impl SandboxDriver for Microvm {
         SandboxCapabilities {
             isolation,
             snapshot: SnapshotSupport::None,
-            features: [Feature::ResourceLimits].into(),
+            // The guest agent makes a command's terminal in the guest.
+            features: [Feature::ResourceLimits, Feature::Terminal].into(),
             limits: limits.into_iter().collect(),
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -153,6 +154,7 @@ impl SandboxDriver for Microvm {
             argv: p.request.argv,
             env: env.into_iter().collect(),
             cwd: p.request.cwd.unwrap_or_else(|| "/workspace".into()),
+            tty: p.request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),
         };
         let stdio = tinybox_sdk::stdio::receive(&p.stdio)
             .await
@@ -217,6 +219,12 @@ impl SandboxDriver for Microvm {
                 handle.workspace.display()
             )),
         })
+    }
+
+    /// The agent made the terminal in the guest: the size goes there.
+    async fn resize(&self, _host: &HostHandle, exec_id: &str, size: TtySize) -> Result<(), DriverError> {
+        self.running.resize(exec_id, size.rows, size.cols);
+        Ok(())
     }
 
     async fn cancel(&self, _host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

@@ -161,17 +161,35 @@ pub async fn claim(dir: &Path, ports: usize) -> Result<Claim, DriverError> {
         .map_err(|e| DriverError::failed(format!("cannot lock port {port}: {e}")))
 }
 
-/// Signals for running execs, by exec id (for `cancel`).
+/// What a running exec is told besides its input.
+#[derive(Debug, Clone, Copy)]
+enum Control {
+    /// A signal for the command's processes (`cancel`).
+    Signal(i32),
+    /// A new size for the command's terminal (`exec.resize`).
+    Resize(wire::Tty),
+}
+
+/// Signals and resizes for running execs, by exec id.
 #[derive(Default, Clone)]
-pub struct Running(Arc<Mutex<HashMap<String, mpsc::UnboundedSender<i32>>>>);
+pub struct Running(Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Control>>>>);
 
 impl Running {
-    pub fn signal(&self, exec_id: &str, signal: i32) -> bool {
+    fn send(&self, exec_id: &str, control: Control) -> bool {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(exec_id).is_some_and(|tx| tx.send(signal).is_ok())
+        map.get(exec_id).is_some_and(|tx| tx.send(control).is_ok())
     }
 
-    fn insert(&self, exec_id: &str, tx: mpsc::UnboundedSender<i32>) {
+    pub fn signal(&self, exec_id: &str, signal: i32) -> bool {
+        self.send(exec_id, Control::Signal(signal))
+    }
+
+    /// Resizes the exec's terminal in the guest; false when no such exec runs.
+    pub fn resize(&self, exec_id: &str, rows: u16, cols: u16) -> bool {
+        self.send(exec_id, Control::Resize(wire::Tty { rows, cols }))
+    }
+
+    fn insert(&self, exec_id: &str, tx: mpsc::UnboundedSender<Control>) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(exec_id.to_owned(), tx);
     }
 
@@ -224,7 +242,7 @@ pub async fn run(
     // Frames to the agent: stdin from a thread of its own (a caller's
     // stdin may never end), signals from `cancel`.
     let (to_agent, mut outbox) = mpsc::channel::<Vec<u8>>(QUEUE);
-    let (sig_tx, mut sig_rx) = mpsc::unbounded_channel::<i32>();
+    let (sig_tx, mut sig_rx) = mpsc::unbounded_channel::<Control>();
     running.insert(exec_id, sig_tx);
     {
         let mut stdin = std::fs::File::from(stdio.stdin);
@@ -252,12 +270,15 @@ pub async fn run(
             let mut stdin_open = true;
             loop {
                 let frame = tokio::select! {
-                    Some(s) = sig_rx.recv() => {
-                        if s == 9 {
-                            killed.notify_one();
+                    Some(c) = sig_rx.recv() => match c {
+                        Control::Signal(s) => {
+                            if s == 9 {
+                                killed.notify_one();
+                            }
+                            wire::encode_json(Kind::Signal, &wire::Signal { signal: s })
                         }
-                        wire::encode_json(Kind::Signal, &wire::Signal { signal: s })
-                    }
+                        Control::Resize(size) => wire::encode_json(Kind::Resize, &size),
+                    },
                     f = outbox.recv(), if stdin_open => match f {
                         Some(f) => f,
                         None => {

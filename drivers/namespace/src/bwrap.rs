@@ -30,6 +30,8 @@ pub struct Layout<'a> {
     pub share_net: bool,
     /// The box's cgroup directories on the host, shown read-only inside.
     pub cgroups: &'a [String],
+    /// The command runs on a terminal its host made for it (`RunParams::tty`).
+    pub terminal: bool,
 }
 
 /// The descriptor bwrap reads the seccomp program from (see `sandbox::SECCOMP`).
@@ -82,7 +84,8 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     push(&["--"]);
     // The box's own sh checks the program first, then becomes it: a
     // missing one is 127 with one line naming it, never bwrap's execvp error.
-    push(&["/bin/sh", "-c", &checked_exec(), "sh"]);
+    let start = if layout.terminal { checked_setsid() } else { checked_exec() };
+    push(&["/bin/sh", "-c", &start, "sh"]);
     a.extend(argv.iter().cloned());
     a
 }
@@ -93,13 +96,23 @@ pub fn checked_exec() -> String {
     format!("{}\nexec \"$@\"", tinybox_sdk::process::PROGRAM_CHECK)
 }
 
+/// On a terminal: the check, then the command under `setsid -c`, a session
+/// of its own inside the box whose controlling terminal is the one its
+/// host made for this run (and left unowned). Run as a child, not exec'd:
+/// this shell leads the session bwrap made, and setsid would have to fork
+/// (losing the command's status) to leave it. The shell's status is the
+/// command's, 128 + N for a signal N.
+pub fn checked_setsid() -> String {
+    format!("{}\nsetsid -c \"$@\"; exit $?", tinybox_sdk::process::PROGRAM_CHECK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn build(env: &BTreeMap<String, String>, cwd: Option<&str>) -> Vec<String> {
         args(
-            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false, cgroups: &[] },
+            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false, cgroups: &[], terminal: false },
             &["sh".into(), "-c".into(), "x; y".into()],
         )
     }
@@ -131,6 +144,20 @@ mod tests {
         assert!(has_seq(&a, &["--chdir", "/workspace"]));
         assert!(has_seq(&a, &["--proc", "/proc", "--tmpfs", "/proc/1"]) && has_seq(&a, &["--tmpfs", "/tmp"]));
         assert!(has_seq(&a, &["--seccomp", "3"]));
+    }
+
+    #[test]
+    fn a_terminal_run_takes_its_terminal_in_a_session_of_its_own_and_keeps_every_boundary() {
+        let env = BTreeMap::new();
+        let layout =
+            Layout { workspace: "/home/u/proj", cwd: None, env: &env, share_net: false, cgroups: &[], terminal: false };
+        let plain = args(&layout, &["sh".to_owned()]);
+        let terminal = args(&Layout { terminal: true, ..layout }, &["sh".to_owned()]);
+        assert!(terminal.iter().any(|x| x == "--new-session"), "the box never shares the caller's session");
+        let sep = terminal.iter().position(|x| x == "--").unwrap();
+        assert_eq!(&terminal[sep + 1..], ["/bin/sh", "-c", &checked_setsid(), "sh", "sh"]);
+        assert!(checked_setsid().contains("setsid -c \"$@\""));
+        assert_eq!(plain[..sep], terminal[..sep], "nothing before the command changes");
     }
 
     #[test]

@@ -32,10 +32,15 @@ const CONTROLLERS: [(&str, Limit); 3] = [("pids", Limit::Pids), ("memory", Limit
 /// enforce: nothing on another machine (`{"host": {"remote": true}}`),
 /// whose cgroups this process cannot see; else what [`support`] finds here.
 pub fn for_host(config: &serde_json::Value, root: &Path, is_root: bool) -> Support {
-    if config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false) {
+    if is_remote(config) {
         return Support::none("boxes run on another machine, whose cgroups this driver cannot see");
     }
     support(root, is_root)
+}
+
+/// Whether the handshake `config` says boxes run on another machine.
+pub fn is_remote(config: &serde_json::Value) -> bool {
+    config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false)
 }
 
 /// Decides from the cgroup mount at `root` (normally /sys/fs/cgroup) for a

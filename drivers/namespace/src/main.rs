@@ -35,6 +35,8 @@ use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 struct Namespace {
     /// The limits this caller can apply here, decided in the handshake.
     limits: OnceLock<cgroup::Support>,
+    /// Boxes run on another machine (core says so in the handshake).
+    remote: OnceLock<bool>,
 }
 
 impl Namespace {
@@ -46,6 +48,20 @@ impl Namespace {
     }
 }
 
+/// A terminal only on this machine: the box takes the terminal its host
+/// made in a session of its own, which needs a host that leaves it unowned
+/// (on an ssh host, sshd makes the session; see `RunParams::tty_session_inside`).
+fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
+    let mut features = std::collections::BTreeSet::new();
+    if limits {
+        features.insert(Feature::ResourceLimits);
+    }
+    if !remote {
+        features.insert(Feature::Terminal);
+    }
+    features
+}
+
 #[async_trait]
 impl SandboxDriver for Namespace {
     fn configure(&self, host: &HostHandle) {
@@ -54,6 +70,7 @@ impl SandboxDriver for Namespace {
         // is not something this process can see.
         let is_root = rustix::process::geteuid().is_root();
         let _ = self.limits.set(cgroup::for_host(host.config(), Path::new("/sys/fs/cgroup"), is_root));
+        let _ = self.remote.set(cgroup::is_remote(host.config()));
     }
 
     fn info(&self) -> DriverInfo {
@@ -66,7 +83,7 @@ impl SandboxDriver for Namespace {
         SandboxCapabilities {
             isolation: IsolationLevel::Kernel,
             snapshot: SnapshotSupport::None,
-            features: if limits.is_empty() { Default::default() } else { [Feature::ResourceLimits].into() },
+            features: features(!limits.is_empty(), self.remote.get().copied().unwrap_or(true)),
             limits,
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -127,12 +144,31 @@ fn main() {
                 std::process::exit(1);
             }
             let env = BTreeMap::new();
-            let layout = bwrap::Layout { workspace: &args[2], cwd: None, env: &env, share_net: false, cgroups: &[] };
+            let layout = bwrap::Layout {
+                workspace: &args[2],
+                cwd: None,
+                env: &env,
+                share_net: false,
+                cgroups: &[],
+                terminal: false,
+            };
             let words = bwrap::args(&layout, &[]);
             println!("{}", words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
             return;
         }
         _ => {}
     }
-    tinybox_sdk::run_sandbox_main(Namespace { limits: OnceLock::new() })
+    tinybox_sdk::run_sandbox_main(Namespace { limits: OnceLock::new(), remote: OnceLock::new() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_is_declared_for_boxes_on_this_machine_only() {
+        assert!(features(false, false).contains(&Feature::Terminal));
+        assert!(!features(false, true).contains(&Feature::Terminal));
+        assert_eq!(features(true, true), [Feature::ResourceLimits].into());
+    }
 }

@@ -315,9 +315,23 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
         env: &env,
         share_net: handle.egress,
         cgroups: &handle.cgroups,
+        terminal: p.request.tty.is_some(),
     };
     let argv = command(&handle, arch, bwrap::args(&layout, &p.request.argv));
-    host.run(RunParams { exec_id: p.exec_id, argv, env: host_env(), clear_env: true, cwd: None, stdio: p.stdio }).await
+    host.run(RunParams {
+        exec_id: p.exec_id,
+        argv,
+        env: host_env(),
+        clear_env: true,
+        cwd: None,
+        stdio: p.stdio,
+        tty: p.request.tty,
+        // The box's command takes the terminal in a session of its own
+        // (setsid -c, see bwrap.rs): one made outside the box's pid
+        // namespace would hold process groups invisible inside it.
+        tty_session_inside: true,
+    })
+    .await
 }
 
 pub async fn destroy(host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {

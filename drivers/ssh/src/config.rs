@@ -87,8 +87,12 @@ impl SshConfig {
     /// `ssh OPTIONS -- DEST REMOTE`: the command line for the inner host,
     /// sharing a connection when `multiplex` (the caller's decision: the
     /// configuration asked for it and the socket directory exists).
-    pub fn argv_with(&self, remote: &str, multiplex: bool) -> Vec<String> {
-        let mut v: Vec<String> = ["ssh", "-T", "-a", "-x", "-o", "BatchMode=yes", "-o"].map(String::from).to_vec();
+    pub fn argv_with(&self, remote: &str, multiplex: bool, terminal: bool) -> Vec<String> {
+        // -tt: a terminal on the remote side even though ssh's own stdin is
+        // one only because its host made it for this run; ssh mirrors that
+        // terminal's size and sends a window change on every SIGWINCH.
+        let tty = if terminal { "-tt" } else { "-T" };
+        let mut v: Vec<String> = ["ssh", tty, "-a", "-x", "-o", "BatchMode=yes", "-o"].map(String::from).to_vec();
         v.push(
             if self.accept_new_host_key { "StrictHostKeyChecking=accept-new" } else { "StrictHostKeyChecking=yes" }
                 .into(),
@@ -152,7 +156,7 @@ mod tests {
 
     impl SshConfig {
         fn argv(&self, remote: &str) -> Vec<String> {
-            self.argv_with(remote, self.multiplex)
+            self.argv_with(remote, self.multiplex, false)
         }
     }
 
@@ -270,7 +274,7 @@ mod tests {
         let mut b = a.clone();
         b.known_hosts_file = Some("/other".into());
         assert!(!b.argv("x").contains(&path), "another known_hosts, another connection");
-        assert!(!a.argv_with("x", false).iter().any(|s| s.starts_with("Control")));
+        assert!(!a.argv_with("x", false, false).iter().any(|s| s.starts_with("Control")));
         // Options still end before the destination.
         assert_eq!(&argv[argv.len() - 3..], ["--", "h", "x"]);
     }

@@ -55,7 +55,7 @@ impl SshHost {
     /// Runs `remote` (a plain command line) over ssh with pipes, on the inner host.
     async fn capture(&self, inner: &dyn Host, cfg: &SshConfig, remote: &str) -> Result<Captured, DriverError> {
         let multiplex = self.multiplex(inner, cfg).await;
-        capture(inner, cfg.argv_with(remote, multiplex), BTreeMap::new(), b"").await
+        capture(inner, cfg.argv_with(remote, multiplex, false), BTreeMap::new(), b"").await
     }
 
     /// Whether connections are shared: asked for, and the socket directory
@@ -128,6 +128,12 @@ impl SshHost {
         p: RunParams,
     ) -> Result<ExitStatus, DriverError> {
         let cfg = SshConfig::from_json(config)?;
+        if p.tty.is_some() && p.tty_session_inside {
+            return Err(DriverError::unsupported(format!(
+                "ssh host {}: sshd makes the remote terminal's session, so a command cannot take that terminal in a session of its own; run it without a terminal",
+                cfg.label()
+            )));
+        }
         let (remote, plain) = quote::command_line_str(&p.argv, p.cwd.as_deref(), &p.env, p.clear_env)
             .map_err(|e| DriverError::invalid(e.to_string()))?;
         if !plain {
@@ -140,11 +146,14 @@ impl SshHost {
         let status = inner
             .run(RunParams {
                 exec_id: p.exec_id,
-                argv: cfg.argv_with(&remote, multiplex),
+                argv: cfg.argv_with(&remote, multiplex, p.tty.is_some()),
                 env: BTreeMap::new(),
                 clear_env: false,
                 cwd: None,
                 stdio: p.stdio,
+                // The terminal ssh mirrors is made by the inner host.
+                tty: p.tty,
+                tty_session_inside: false,
             })
             .await?;
         let status = if status.code == Some(SSH_FAILED) && !self.was_cancelled(&p_exec_id) {

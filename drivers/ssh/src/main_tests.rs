@@ -37,6 +37,8 @@ fn run_params(argv: &[&str]) -> RunParams {
         clear_env: false,
         cwd: None,
         stdio: StdioRef { socket: EXEC_SOCKET.into() },
+        tty: None,
+        tty_session_inside: false,
     }
 }
 

@@ -67,6 +67,9 @@ pub enum Feature {
     PauseResume,
     PortForward,
     ResourceLimits,
+    /// Runs a command on a pseudo-terminal made for it (`ExecRequest::tty`)
+    /// and resizes it (`exec.resize`).
+    Terminal,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -78,6 +81,7 @@ impl fmt::Display for Feature {
             Feature::PauseResume => f.write_str("pause_resume"),
             Feature::PortForward => f.write_str("port_forward"),
             Feature::ResourceLimits => f.write_str("resource_limits"),
+            Feature::Terminal => f.write_str("terminal"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -174,6 +178,13 @@ mod tests {
         let f: BTreeSet<Feature> = serde_json::from_str(r#"["fork","teleport"]"#).unwrap();
         assert!(f.contains(&Feature::Fork));
         assert!(f.contains(&Feature::Unknown("teleport".into())));
+    }
+
+    #[test]
+    fn terminal_is_spelled_terminal() {
+        assert_eq!(serde_json::to_value(Feature::Terminal).unwrap(), "terminal");
+        assert_eq!(serde_json::from_str::<Feature>(r#""terminal""#).unwrap(), Feature::Terminal);
+        assert_eq!(Feature::Terminal.to_string(), "terminal");
     }
 
     #[test]

@@ -14,6 +14,19 @@ pub struct ExecRequest {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Run the command on a pseudo-terminal of this size, made for it where
+    /// it runs: its stdin, stdout and stderr are that terminal, and it leads
+    /// a new session whose controlling terminal it is. Absent: plain streams.
+    /// Only a sandbox declaring `Feature::Terminal` is sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtySize>,
+}
+
+/// A terminal's window size, in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TtySize {
+    pub rows: u16,
+    pub cols: u16,
 }
 
 /// A request that cannot be run.
@@ -37,7 +50,7 @@ impl ExecRequest {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        ExecRequest { argv: argv.into_iter().map(Into::into).collect(), env: BTreeMap::new(), cwd: None }
+        ExecRequest { argv: argv.into_iter().map(Into::into).collect(), env: BTreeMap::new(), cwd: None, tty: None }
     }
 
     pub fn validate(&self) -> Result<(), ExecRequestError> {
@@ -123,6 +136,19 @@ mod tests {
         r.env.insert("A=B".into(), "x".into());
         assert!(matches!(r.validate(), Err(ExecRequestError::BadEnvName { .. })));
         assert!(ExecRequest::new(["echo", "a b", ";", "$(x)", "\n"]).validate().is_ok());
+    }
+
+    #[test]
+    fn a_terminal_is_asked_for_only_when_wanted() {
+        let plain = ExecRequest::new(["sh"]);
+        assert!(serde_json::to_value(&plain).unwrap().get("tty").is_none());
+        let old: ExecRequest = serde_json::from_str(r#"{"argv":["sh"]}"#).unwrap();
+        assert_eq!(old.tty, None, "an older core asks for none");
+        let mut r = plain;
+        r.tty = Some(TtySize { rows: 40, cols: 120 });
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["tty"], serde_json::json!({"rows": 40, "cols": 120}));
+        assert_eq!(serde_json::from_value::<ExecRequest>(json).unwrap(), r);
     }
 
     #[test]

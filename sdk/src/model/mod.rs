@@ -8,7 +8,7 @@ pub mod resources;
 pub mod source;
 
 pub use capabilities::{Feature, IsolationLevel, SandboxCapabilities, SnapshotSupport};
-pub use exec::{ExecRequest, ExecRequestError, ExitStatus};
+pub use exec::{ExecRequest, ExecRequestError, ExitStatus, TtySize};
 pub use names::{BoxId, HostName, NameError, SandboxName, SnapshotId, TemplateName};
 pub use resources::{Limit, NonPositiveLimit, Resources};
 pub use source::{NetworkInForce, NetworkPolicy, PortMapping, SourceKind, WorkspaceSource};

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     BoxId, ExecRequest, ExitStatus, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxCapabilities,
-    SnapshotId, WorkspaceSource,
+    SnapshotId, TtySize, WorkspaceSource,
 };
 
 pub use errors::{DriverError, ErrorCode};
@@ -24,6 +24,7 @@ pub mod method {
     pub const HANDSHAKE: &str = "handshake";
     pub const HOST_RUN: &str = "host.run";
     pub const CANCEL: &str = "cancel";
+    pub const EXEC_RESIZE: &str = "exec.resize";
     pub const SANDBOX_CREATE: &str = "sandbox.create";
     pub const SANDBOX_EXEC: &str = "sandbox.exec";
     pub const SANDBOX_DESTROY: &str = "sandbox.destroy";
@@ -129,6 +130,20 @@ pub struct RunParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     pub stdio: StdioRef,
+    /// Run on a pseudo-terminal of this size that the host makes for this
+    /// run, the command leading a new session with it as its controlling
+    /// terminal; the host moves bytes between the handed stdin and stdout
+    /// and the terminal (stderr is the terminal too). Absent: plain streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtySize>,
+    /// With `tty`: the command makes the terminal its controlling terminal
+    /// itself (a box in a pid namespace runs `setsid -c`, since a session
+    /// made outside it would be invisible inside). The host then makes no
+    /// session: it starts the command in a process group of its own, as
+    /// without a terminal. A host that cannot leave the terminal unowned
+    /// (ssh: sshd makes the session) refuses the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tty_session_inside: bool,
 }
 
 /// The result of `host.run` and `sandbox.exec`.
@@ -141,6 +156,18 @@ pub struct RunResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CancelParams {
     pub exec_id: String,
+}
+
+/// `exec.resize`: the terminal of the run (or exec) named `exec_id` has a new
+/// window size. Sent to a sandbox driver and to the host beneath it, like
+/// `cancel`; whoever made that terminal sets its size (the session's
+/// foreground process group gets SIGWINCH), anyone else answers with
+/// nothing. A run that has ended, or has no terminal, is no error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResizeParams {
+    pub exec_id: String,
+    #[serde(flatten)]
+    pub size: TtySize,
 }
 
 /// `sandbox.create`. Core has already checked every field against the

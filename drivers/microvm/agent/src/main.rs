@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 use rustix::process::{Pid, Signal, kill_process_group};
-use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind};
+use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 
 /// The cgroup every command's own cgroup lives under; the pids cap is here.
 const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
@@ -279,26 +279,44 @@ fn session(port: &Port) -> io::Result<Next> {
         return Ok(after_exit(port));
     }
     let group = Group::new();
+    let terminal = match exec.tty {
+        Some(size) => Some(open_terminal(size)?),
+        None => None,
+    };
+    // On a terminal the command leads a session of its own that the
+    // terminal controls (busybox setsid -c): it is no group leader, so
+    // setsid does not fork, and that session is also its process group.
+    let argv: Vec<String> = match terminal {
+        Some(_) => [SETSID, "-c"].map(String::from).into_iter().chain(exec.argv.iter().cloned()).collect(),
+        None => exec.argv.clone(),
+    };
     let mut cmd = match &group.cgroup {
         Some(cg) => {
             let mut c = Command::new("/proc/self/exe");
-            c.arg("--enter").arg(cg).arg("--").args(&exec.argv);
+            c.arg("--enter").arg(cg).arg("--").args(&argv);
             c
         }
         None => {
-            let mut c = Command::new(&exec.argv[0]);
-            c.args(&exec.argv[1..]);
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
             c
         }
     };
-    cmd.env_clear()
-        .envs(exec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&exec.cwd)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
+    cmd.env_clear().envs(exec.env.iter().map(|(k, v)| (k, v))).current_dir(&exec.cwd);
+    match &terminal {
+        Some((_, slave)) => {
+            cmd.stdin(slave.try_clone()?).stdout(slave.try_clone()?).stderr(slave.try_clone()?);
+        }
+        None => {
+            cmd.process_group(0).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    let spawned = cmd.spawn();
+    // Its copies of the slave: with them gone, the master reads EIO once
+    // the command and all it started have closed theirs.
+    drop(cmd);
+    let terminal = terminal.map(|(master, _slave)| master);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             let msg = format!("tinybox: cannot run {} in {}: {e}\n", exec.argv[0], exec.cwd);
@@ -315,7 +333,10 @@ fn session(port: &Port) -> io::Result<Next> {
     // queue is short: when it is full the port is not read, which holds
     // the host back (a box's memory is small; stdin can be gigabytes).
     let (stdin_tx, stdin_rx) = mpsc::sync_channel::<Vec<u8>>(STDIN_QUEUE);
-    let mut stdin = child.stdin.take();
+    let mut stdin: Option<Box<dyn Write + Send>> = match &terminal {
+        Some(master) => Some(Box::new(File::from(master.try_clone()?))),
+        None => child.stdin.take().map(|w| Box::new(w) as Box<dyn Write + Send>),
+    };
     std::thread::spawn(move || {
         for chunk in stdin_rx {
             let Some(w) = stdin.as_mut() else { continue };
@@ -341,8 +362,17 @@ fn session(port: &Port) -> io::Result<Next> {
             }
         })
     };
-    let out = pump(Box::new(child.stdout.take().expect("piped")), Kind::Stdout);
-    let err = pump(Box::new(child.stderr.take().expect("piped")), Kind::Stderr);
+    let (out, err) = match &terminal {
+        Some(master) => (pump(Box::new(File::from(master.try_clone()?)), Kind::Stdout), None),
+        None => (
+            pump(Box::new(child.stdout.take().expect("piped")), Kind::Stdout),
+            Some(pump(Box::new(child.stderr.take().expect("piped")), Kind::Stderr)),
+        ),
+    };
+    let resize_to = match &terminal {
+        Some(master) => Some(master.try_clone()?),
+        None => None,
+    };
     {
         let events = events.clone();
         std::thread::spawn(move || {
@@ -366,6 +396,11 @@ fn session(port: &Port) -> io::Result<Next> {
                             group.signal(pid, s.signal);
                         }
                     }
+                    Ok(Some((Kind::Resize, payload))) => {
+                        if let (Some(master), Ok(size)) = (&resize_to, wire::decode::<Tty>(Kind::Resize, &payload)) {
+                            let _ = set_size(master, size);
+                        }
+                    }
                     Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => {
                         let _ = events.send(Event::HostGone(Some(nonce)));
                         return;
@@ -382,7 +417,7 @@ fn session(port: &Port) -> io::Result<Next> {
             // Whatever the command left running ends with it.
             group.kill(pid);
             let _ = out.join();
-            let _ = err.join();
+            let _ = err.map(|e| e.join());
             let exit = Exit { code: status.code(), signal: status.signal() };
             port.send(Kind::Exit, &serde_json::to_vec(&exit)?)?;
             // The session lasts until the host leaves or another begins.
@@ -398,12 +433,32 @@ fn session(port: &Port) -> io::Result<Next> {
             group.kill(pid);
             while let Ok(Event::HostGone(_)) = ended.recv() {}
             let _ = out.join();
-            let _ = err.join();
+            let _ = err.map(|e| e.join());
             nonce
         }
     };
     group.remove();
     Ok(next.map(Next::Begin).unwrap_or(Next::Idle))
+}
+
+/// busybox's setsid in the guest (`busybox --list-full` puts it here).
+const SETSID: &str = "/usr/bin/setsid";
+
+/// A fresh pseudo-terminal of `size`: (master, slave).
+fn open_terminal(size: Tty) -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use rustix::pty::OpenptFlags;
+    let flags = OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC;
+    let master = rustix::pty::openpt(flags)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let slave = rustix::pty::ioctl_tiocgptpeer(&master, flags)?;
+    set_size(&master, size)?;
+    Ok((master, slave))
+}
+
+fn set_size(master: &std::os::fd::OwnedFd, size: Tty) -> io::Result<()> {
+    let ws = rustix::termios::Winsize { ws_row: size.rows, ws_col: size.cols, ws_xpixel: 0, ws_ypixel: 0 };
+    Ok(rustix::termios::tcsetwinsize(master, ws)?)
 }
 
 /// After an exit sent outside a running command: the session lasts until

@@ -19,8 +19,10 @@
 //! 3. The host either closes (a health check: the hello was the answer) or
 //!    sends [`Kind::Exec`] with an [`Exec`].
 //! 4. While the command runs: the host sends [`Kind::Stdin`] (an empty
-//!    payload closes the command's stdin) and [`Kind::Signal`]; the agent
-//!    sends [`Kind::Stdout`] and [`Kind::Stderr`].
+//!    payload closes the command's stdin), [`Kind::Signal`] and, for a
+//!    command on a terminal ([`Exec::tty`]), [`Kind::Resize`]; the agent
+//!    sends [`Kind::Stdout`] and [`Kind::Stderr`] (on a terminal, everything
+//!    is stdout).
 //! 5. The agent ends the session with exactly one [`Kind::Exit`] (an
 //!    [`Exit`]). A command that could not start still ends with an exit
 //!    (127, the shell's "cannot run"), with the reason on stderr.
@@ -68,6 +70,8 @@ pub enum Kind {
     Stderr = b'R',
     /// guest → host, JSON [`Exit`]; the last frame of a session.
     Exit = b'X',
+    /// host → guest, JSON [`Tty`]: the command's terminal has a new size.
+    Resize = b'W',
 }
 
 impl Kind {
@@ -82,6 +86,7 @@ impl Kind {
             b'O' => Kind::Stdout,
             b'R' => Kind::Stderr,
             b'X' => Kind::Exit,
+            b'W' => Kind::Resize,
             _ => return None,
         })
     }
@@ -113,6 +118,17 @@ pub struct Exec {
     /// The whole environment: nothing else is added.
     pub env: Vec<(String, String)>,
     pub cwd: String,
+    /// Run on a terminal the agent makes in the guest, of this size, the
+    /// command leading a session it controls. Absent: pipes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<Tty>,
+}
+
+/// A terminal's window size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tty {
+    pub rows: u16,
+    pub cols: u16,
 }
 
 /// Deliver a signal to every process of the running command.
@@ -202,17 +218,21 @@ mod tests {
             argv: vec!["printf".into(), "a b\n".into()],
             env: vec![("K".into(), "v=w".into())],
             cwd: "/workspace".into(),
+            tty: Some(Tty { rows: 24, cols: 80 }),
         };
         let mut buf = Vec::new();
         buf.extend(encode_json(Kind::Exec, &exec));
         write_frame(&mut buf, Kind::Stdin, b"\x00\xffbytes").unwrap();
         write_frame(&mut buf, Kind::Stdin, b"").unwrap();
+        buf.extend(encode_json(Kind::Resize, &Tty { rows: 50, cols: 132 }));
         let mut r = &buf[..];
         let (k, p) = read_frame(&mut r).unwrap().unwrap();
         assert_eq!(k, Kind::Exec);
         assert_eq!(decode::<Exec>(k, &p).unwrap(), exec);
         assert_eq!(read_frame(&mut r).unwrap().unwrap(), (Kind::Stdin, b"\x00\xffbytes".to_vec()));
         assert_eq!(read_frame(&mut r).unwrap().unwrap(), (Kind::Stdin, Vec::new()));
+        let (k, p) = read_frame(&mut r).unwrap().unwrap();
+        assert_eq!(decode::<Tty>(k, &p).unwrap(), Tty { rows: 50, cols: 132 });
         assert!(read_frame(&mut r).unwrap().is_none(), "a clean end between frames");
     }
 
@@ -246,6 +266,7 @@ mod tests {
             Kind::Stdout,
             Kind::Stderr,
             Kind::Exit,
+            Kind::Resize,
         ] {
             assert_eq!(Kind::from_byte(k as u8), Some(k));
         }

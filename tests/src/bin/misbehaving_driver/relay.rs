@@ -59,6 +59,8 @@ impl SandboxDriver for Relay {
             clear_env: self.clean_env,
             cwd: p.request.cwd.or(workdir),
             stdio: p.stdio,
+            tty: p.request.tty,
+            tty_session_inside: false,
         })
         .await
     }
