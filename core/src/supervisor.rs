@@ -25,7 +25,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tinybox_sdk::model::BoxId;
+use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus};
+use tinybox_sdk::protocol::StdioRef;
+use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
 use crate::Tinybox;
 use crate::engine::{Autosnapshot, Forward};
@@ -60,6 +62,9 @@ pub enum DaemonError {
     OtherVersion { store: PathBuf, theirs: String, ours: String },
     #[error("the daemon refused this caller: {0}")]
     Refused(String),
+    /// What the daemon's engine said, as it said it.
+    #[error("{0}")]
+    Failed(String),
     #[error("the daemon on store {} broke its protocol: {detail}", .store.display())]
     Protocol { store: PathBuf, detail: String },
     #[error("the daemon's socket {} is {len} bytes, more than a UNIX socket allows ({MAX_SOCKET_PATH}); use a store with a shorter path", .path.display())]
@@ -95,6 +100,17 @@ pub enum Call {
         local: u16,
         port: u16,
     },
+    /// Run a command through the daemon's warm driver sessions; the
+    /// caller's streams travel as descriptors through `stdio`, and a line
+    /// the caller sends afterwards (or its going away) cancels it.
+    Exec {
+        #[serde(rename = "box")]
+        box_id: BoxId,
+        request: ExecRequest,
+        #[serde(default)]
+        runner: bool,
+        stdio: StdioRef,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -111,7 +127,16 @@ struct Reply {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     forward: Option<Forward>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit: Option<ExitReply>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// How a command run through the daemon ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct ExitReply {
+    status: ExitStatus,
+    cancelled: bool,
 }
 
 /// What `tinybox daemon status` shows.
@@ -126,6 +151,9 @@ pub struct DaemonStatus {
     pub reaped: u64,
     pub snapshots_taken: u64,
     pub pool_boxes_made: u64,
+    /// Commands run through the daemon.
+    #[serde(default)]
+    pub execs: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -236,6 +264,75 @@ async fn exchange(store: &Path, call: Call) -> Result<Reply, DaemonError> {
     Ok(reply)
 }
 
+/// Runs a command through the store's daemon, whose driver sessions are
+/// already started, when one of this version runs; the caller's streams
+/// go to the driver as descriptors, never through the daemon's JSON.
+/// `Ok(Err(stdio))` hands the streams back when none answers, to run the
+/// command directly — the daemon is a shortcut, never a requirement.
+pub async fn exec_through(
+    store: &Path,
+    id: &BoxId,
+    request: ExecRequest,
+    stdio: StdioFds,
+    runner: bool,
+    cancel: impl std::future::Future<Output = ()>,
+) -> Result<Result<crate::engine::ExecOutcome, StdioFds>, DaemonError> {
+    if !supervised(store) {
+        return Ok(Err(stdio));
+    }
+    let Ok(path) = socket_path(store) else { return Ok(Err(stdio)) };
+    let Ok(mut stream) = UnixStream::connect(&path).await else { return Ok(Err(stdio)) };
+    let broken = |detail: String| DaemonError::Protocol { store: store.to_owned(), detail };
+    // The daemon takes copies; the originals stay for a direct run.
+    let copies = StdioFds {
+        stdin: stdio.stdin.try_clone().map_err(io("cannot share the command's streams"))?,
+        stdout: stdio.stdout.try_clone().map_err(io("cannot share the command's streams"))?,
+        stderr: stdio.stderr.try_clone().map_err(io("cannot share the command's streams"))?,
+    };
+    static EXECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = EXECS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = tinybox_sdk::capture::runtime_dir().map_err(io("cannot make the runtime directory"))?;
+    let socket = dir.join(format!("daemon-exec-{}-{n}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let server = StdioServer::start(socket, copies).map_err(io("cannot offer the command's streams"))?;
+    let call = Call::Exec { box_id: id.clone(), request, runner, stdio: server.stdio_ref() };
+    let mut line =
+        serde_json::to_vec(&Request { tinybox: version().into(), call }).map_err(|e| broken(e.to_string()))?;
+    line.push(b'\n');
+    let (read, mut write) = stream.split();
+    write.write_all(&line).await.map_err(io("talking to the daemon"))?;
+    let mut reader = BufReader::new(read);
+    let mut answer = String::new();
+    tokio::pin!(cancel);
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            got = reader.read_line(&mut answer) => {
+                got.map_err(io("talking to the daemon"))?;
+                break;
+            }
+            () = &mut cancel, if !cancelled => {
+                cancelled = true;
+                let _ = write.write_all(b"cancel\n").await;
+            }
+        }
+    }
+    drop(server);
+    if answer.trim().is_empty() {
+        return Err(broken("it ended while running the command (the command ended with it)".into()));
+    }
+    let reply: Reply =
+        serde_json::from_str(answer.trim()).map_err(|e| broken(format!("{e} in {:?}", answer.trim())))?;
+    if reply.tinybox != version() {
+        return Ok(Err(stdio));
+    }
+    if let Some(error) = reply.error {
+        return Err(DaemonError::Failed(error));
+    }
+    let exit = reply.exit.ok_or_else(|| broken("an answer without the command's end".into()))?;
+    Ok(Ok(crate::engine::ExecOutcome { status: exit.status, cancelled: exit.cancelled }))
+}
+
 /// Runs the daemon on `engine`'s store until `stop` completes or a caller
 /// asks it to stop. Holds the supervisor lock throughout.
 pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>) -> Result<DaemonStatus, DaemonError> {
@@ -298,21 +395,26 @@ pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>
     let server = async {
         let to_forwarder = to_forwarder;
         tokio::pin!(stop);
+        // Callers are answered side by side: an exec holds its connection
+        // for as long as its command runs.
+        let mut answering = FuturesUnordered::new();
         loop {
-            let stream = tokio::select! {
+            tokio::select! {
                 () = &mut stop => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        log(&format!("accepting a caller failed: {e}"));
-                        continue;
+                Some(call) = answering.next(), if !answering.is_empty() => {
+                    if call == Some(Call::Stop) {
+                        break;
                     }
+                }
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => answering.push(answer(engine, stream, owner, &status, &to_forwarder)),
+                    Err(e) => log(&format!("accepting a caller failed: {e}")),
                 },
-            };
-            if answer(stream, owner, &status, &to_forwarder).await == Some(Call::Stop) {
-                break;
             }
         }
+        // Commands still running through this daemon end with it (their
+        // callers hear that); nothing else is left half-done.
+        drop(answering);
         let _ = stopping.send(true);
     };
     tokio::join!(ticker, forwarder, server);
@@ -371,6 +473,7 @@ async fn hold(
 
 /// Answers one caller; returns what it asked, if it was allowed to.
 async fn answer(
+    engine: &Tinybox,
     mut stream: UnixStream,
     owner: u32,
     status: &RefCell<DaemonStatus>,
@@ -380,39 +483,66 @@ async fn answer(
         tinybox: version().into(),
         status,
         forward: None,
+        exit: None,
         error,
     };
+    let cred = stream.peer_cred();
+    let (read, mut write) = stream.split();
+    let mut reader = BufReader::new(read);
     // The request is read whoever asks, so a refused caller reads its
     // refusal rather than a closed socket.
     let mut line = String::new();
-    let read = tokio::time::timeout(ANSWER_WITHIN, BufReader::new(&mut stream).read_line(&mut line)).await;
-    let (request, out) = match stream.peer_cred() {
+    let read = tokio::time::timeout(ANSWER_WITHIN, reader.read_line(&mut line)).await;
+    let (request, out) = match cred {
         Ok(cred) if cred.uid() != owner => {
             (None, reply(None, Some(format!("uid {} does not own this store (uid {owner} does)", cred.uid()))))
         }
         Err(e) => (None, reply(None, Some(format!("cannot tell who is asking: {e}")))),
-        Ok(_) => {
-            match read.ok().and_then(Result::ok).and_then(|_| serde_json::from_str::<Request>(line.trim()).ok()) {
-                None => (None, reply(None, Some(format!("not a request: {:?}", line.trim())))),
-                // Another version's caller hears this one's version, and refuses.
-                Some(r) if r.tinybox != version() => (None, reply(None, None)),
-                Some(Request { call: Call::Forward { box_id, local, port }, .. }) => {
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    let _ = forwarder.send((box_id.clone(), local, port, tx));
-                    let held = match rx.await {
-                        Ok(Ok(f)) => Reply { forward: Some(f), ..reply(Some(status.borrow().clone()), None) },
-                        Ok(Err(e)) => reply(None, Some(e)),
-                        Err(_) => reply(None, Some("the daemon is stopping".into())),
-                    };
-                    (Some(Call::Forward { box_id, local, port }), held)
-                }
-                Some(r) => (Some(r.call), reply(Some(status.borrow().clone()), None)),
+        Ok(_) => match read.ok().and_then(Result::ok).and_then(|_| serde_json::from_str::<Request>(line.trim()).ok()) {
+            None => (None, reply(None, Some(format!("not a request: {:?}", line.trim())))),
+            // Another version's caller hears this one's version, and refuses.
+            Some(r) if r.tinybox != version() => (None, reply(None, None)),
+            Some(Request { call: Call::Forward { box_id, local, port }, .. }) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let _ = forwarder.send((box_id.clone(), local, port, tx));
+                let held = match rx.await {
+                    Ok(Ok(f)) => Reply { forward: Some(f), ..reply(Some(status.borrow().clone()), None) },
+                    Ok(Err(e)) => reply(None, Some(e)),
+                    Err(_) => reply(None, Some("the daemon is stopping".into())),
+                };
+                (Some(Call::Forward { box_id, local, port }), held)
             }
-        }
+            Some(Request { call: Call::Exec { box_id, request, runner, stdio }, .. }) => {
+                // The caller's streams come straight from it, as descriptors.
+                let ran = match tinybox_sdk::stdio::receive(&stdio).await {
+                    Ok(fds) => {
+                        let target =
+                            if runner { crate::engine::Target::Runner } else { crate::engine::Target::Workspace };
+                        // A line from the caller (or its going away) cancels.
+                        let cancel = async {
+                            let mut l = String::new();
+                            let _ = reader.read_line(&mut l).await;
+                        };
+                        status.borrow_mut().execs += 1;
+                        engine.exec(&box_id, request, fds, target, cancel).await.map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(format!("cannot take the command's streams: {e}")),
+                };
+                let out = match ran {
+                    Ok(o) => Reply {
+                        exit: Some(ExitReply { status: o.status, cancelled: o.cancelled }),
+                        ..reply(None, None)
+                    },
+                    Err(e) => reply(None, Some(e)),
+                };
+                (None, out)
+            }
+            Some(r) => (Some(r.call), reply(Some(status.borrow().clone()), None)),
+        },
     };
     let mut bytes = serde_json::to_vec(&out).unwrap_or_default();
     bytes.push(b'\n');
-    let _ = tokio::time::timeout(ANSWER_WITHIN, stream.write_all(&bytes)).await;
+    let _ = tokio::time::timeout(ANSWER_WITHIN, write.write_all(&bytes)).await;
     request
 }
 

@@ -222,3 +222,47 @@ fn a_daemon_killed_with_sigkill_mid_fill_loses_nothing_and_the_next_one_finishes
     assert_eq!((code, out.as_str()), (0, "ok\n"), "{err}");
     drop(daemon);
 }
+
+#[test]
+fn with_a_daemon_commands_run_through_it_with_the_same_streams_status_and_stops() {
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "passthrough"]);
+    let daemon = Daemon::start(&cli);
+    let out = cli
+        .cmd(&["exec", &id, "--", "sh", "-c", "cat; echo to-stderr >&2; exit 3"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(b"through the daemon\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "through the daemon\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "to-stderr\n");
+    let (code, _, err) = cli.run(&["exec", "--timeout", "1s", &id, "--", "sleep", "30"]);
+    assert_eq!(code, 124, "{err}");
+    let (code, _, err) = cli.run(&["exec", "box-404", "--", "true"]);
+    assert_eq!(code, 125);
+    assert!(err.contains("no box named box-404") && err.trim().lines().count() == 1, "{err}");
+    assert_eq!(daemon.status()["execs"].as_u64(), Some(3), "the commands did not go through the daemon");
+
+    // A daemon killed mid-command: the caller says so in one line, 125.
+    let mut running = cli
+        .cmd(&["exec", &id, "--", "sh", "-c", "echo started; exec sleep 300"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line, _) = tinybox_tests::read_line_within(BufReader::new(running.stdout.take().unwrap()), GUARD);
+    assert_eq!(line, "started\n");
+    let pid = daemon.status()["pid"].as_i64().unwrap() as i32;
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL).unwrap();
+    let out = running.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("ended while running the command"), "{err}");
+}

@@ -149,6 +149,7 @@ fn print_status(app: &App, s: &DaemonStatus) {
     outln!("reaped          {}", s.reaped);
     outln!("snapshots taken {}", s.snapshots_taken);
     outln!("pool boxes made {}", s.pool_boxes_made);
+    outln!("execs served    {}", s.execs);
     if let Some(e) = &s.last_error {
         outln!("last error      {e}");
     }

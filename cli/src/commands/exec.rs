@@ -71,7 +71,11 @@ pub async fn run_in(
         Some(t) => Some(t.raw().map_err(|e| Error::io("cannot put the terminal in raw mode", e))?),
         None => None,
     };
-    let ran = app.engine.exec_resizable(id, request, stdio, target, stop, resizes).await;
+    let ran = match resizes {
+        // A terminal's resizes go to the driver directly; the daemon carries none.
+        Some(_) => app.engine.exec_resizable(id, request, stdio, target, stop, resizes).await,
+        None => run_through_daemon_or_here(app, id, request, stdio, target, stop).await,
+    };
     // The command's output reaches the caller before anything tinybox says,
     // and before the terminal's modes change back.
     pumps.finish().await;
@@ -96,6 +100,26 @@ pub async fn run_in(
 /// Resolves when the command should be stopped: Ctrl-C (SIGINT), SIGTERM,
 /// the timeout, and on a terminal SIGHUP too (the terminal went away; the
 /// modes are put back on the way out either way).
+/// Through the store's daemon when one runs (its driver sessions are
+/// warm), otherwise here; the command and its streams are the same either way.
+async fn run_through_daemon_or_here(
+    app: &App,
+    id: &BoxId,
+    request: ExecRequest,
+    stdio: tinybox_sdk::stdio::StdioFds,
+    target: Target,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<tinybox_core::engine::ExecOutcome, Error> {
+    let stop = futures_util::FutureExt::shared(Box::pin(stop));
+    let runner = target == Target::Runner;
+    let through =
+        tinybox_core::supervisor::exec_through(&app.store_dir, id, request.clone(), stdio, runner, stop.clone());
+    match through.await? {
+        Ok(outcome) => Ok(outcome),
+        Err(stdio) => app.engine.exec_resizable(id, request, stdio, target, stop, None).await,
+    }
+}
+
 async fn stop_signal(timeout: Option<Duration>, reason: Arc<Mutex<Option<StopReason>>>, hangup: bool) {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let mut hup = match hangup {
