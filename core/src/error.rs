@@ -144,6 +144,8 @@ pub enum Error {
     /// The conformance kit could not start on a sandbox.
     #[error("{0}")]
     NotVerifiable(String),
+    #[error(transparent)]
+    Copy(#[from] crate::engine::CopyError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -266,6 +268,8 @@ impl Error {
             | Error::Settings { .. }
             | Error::UnknownSnapshot(_)
             | Error::NotVerifiable(_) => ErrorKind::Invalid,
+            Error::Copy(crate::engine::CopyError::BoxFailed { .. }) => ErrorKind::Io,
+            Error::Copy(_) => ErrorKind::Invalid,
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,

@@ -21,6 +21,9 @@ pub mod store;
 pub mod sync;
 pub mod trust;
 
-pub use engine::{BoxView, DriverListing, DriverReport, ExecOutcome, HostAdded, ReapOutcome, Target, Tinybox};
+pub use engine::{
+    BoxView, CopyError, CopyOutcome, CopyRequest, CopyRoute, Direction, DriverListing, DriverReport, ExecOutcome,
+    HostAdded, Local, ReapOutcome, Target, Tinybox,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use request::{CreatePlan, CreateRequest, Created, SandboxChoice};

@@ -3,6 +3,7 @@
 
 pub mod autosnapshot;
 pub mod completions;
+pub mod cp;
 pub mod create;
 pub mod drivers;
 pub mod exec;
@@ -10,6 +11,7 @@ pub mod fork;
 pub mod host;
 pub mod inspect;
 pub mod ls;
+pub mod mcp;
 pub mod prune;
 pub mod reap;
 pub mod resume;
@@ -54,6 +56,8 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
     let result = match command {
         Command::Create(c) => c.run(&app).await,
         Command::Exec(c) => c.run(&app).await,
+        Command::Cp(c) => c.run(&app).await,
+        Command::Mcp(c) => c.run(&app).await,
         Command::Run(c) => c.run(&app).await,
         Command::Ls => ls::run(&app).await,
         Command::Inspect(c) => c.run(&app).await,
