@@ -146,6 +146,8 @@ pub enum Error {
     NotVerifiable(String),
     #[error(transparent)]
     Copy(#[from] crate::engine::CopyError),
+    #[error(transparent)]
+    Ceiling(#[from] crate::ceiling::CeilingError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -270,6 +272,7 @@ impl Error {
             | Error::NotVerifiable(_) => ErrorKind::Invalid,
             Error::Copy(crate::engine::CopyError::BoxFailed { .. }) => ErrorKind::Io,
             Error::Copy(_) => ErrorKind::Invalid,
+            Error::Ceiling(_) => ErrorKind::Invalid,
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,

@@ -8,6 +8,7 @@
 //! before asking for it.
 
 pub mod capture;
+pub mod ceiling;
 pub mod clock;
 pub mod driver;
 pub mod engine;

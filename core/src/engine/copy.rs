@@ -380,16 +380,17 @@ impl Tinybox {
         let ran = self.exec(box_id, request, stdio, Target::Workspace, std::future::pending()).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
-        let status = ran?.status;
-        // A refusal here is the answer even when the box's tar then died of
-        // the closed pipe.
+        let code = ran?.status.shell_code();
+        // The script's own refusals come before tar runs, so nothing was
+        // sent; past that, a refusal here is the answer even when the box's
+        // tar then died of the closed pipe.
+        if matches!(code, 121 | 122 | 127) {
+            return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
+        }
         let outcome = received.map_err(|e| local_error("cannot write the copy", e));
-        if let Err(e) = &outcome
-            && matches!(e, Error::Copy(_))
-        {
+        if let Err(Error::Copy(_)) = &outcome {
             return outcome;
         }
-        let code = status.shell_code();
         if code != 0 {
             return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
         }
