@@ -5,6 +5,8 @@
 //! machine's filesystem from outside.
 
 use std::io::Write;
+
+use serde_json::json;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
@@ -403,4 +405,95 @@ fn a_microvm_box_round_trips_a_file() {
     cp_ok(&cli, &format!("{id}:/tmp/sub"), back.to_str().unwrap());
     assert_same_tree(&src.join("sub"), &back);
     cli.run(&["rm", &id]);
+}
+
+mod module_support;
+
+/// A foreign host (Python, ctypes) running the module's calls given on
+/// argv as JSON `[[method, params], ...]`; "$id" and "$exec" in a string
+/// param are the last `id` and `exec` a result returned. One result per line.
+const MODULE_HOST: &str = r#"
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.tinybox_call.restype = ctypes.c_void_p
+lib.tinybox_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+lib.tinybox_free.argtypes = [ctypes.c_void_p]
+seen = {}
+for method, params in json.loads(sys.argv[3]):
+    params = {k: (seen.get(v[1:], v) if isinstance(v, str) and v.startswith('$') else v) for k, v in params.items()}
+    params['store'] = sys.argv[2]
+    r = lib.tinybox_call(method.encode(), json.dumps(params).encode())
+    out = json.loads(ctypes.string_at(r).decode())
+    lib.tinybox_free(r)
+    for k in ('id', 'exec'):
+        if isinstance(out.get('ok'), dict) and k in out['ok']:
+            seen[k] = out['ok'][k]
+    print(json.dumps(out), flush=True)
+"#;
+
+#[test]
+fn the_module_reads_writes_and_lists_files_inline_and_by_handle() {
+    let test = "copy::the_module_reads_writes_and_lists_files_inline_and_by_handle";
+    if !have("python3") {
+        return skip(test, "python3 is not on PATH");
+    }
+    let mut sandboxes = vec!["passthrough"];
+    if module_support::namespace_available(test) {
+        sandboxes.push("namespace");
+    }
+    for sandbox in sandboxes {
+        let dir = module_support::temp();
+        let (store, ws) = (dir.path().join("store"), dir.path().join("ws"));
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("big"), vec![b'a'; 2 << 20]).unwrap();
+        let at = if sandbox == "passthrough" { ws.to_str().unwrap().to_owned() } else { "/workspace".to_owned() };
+        let p = |name: &str| format!("{at}/{name}");
+        let calls = serde_json::json!([
+            ["create", { "sandbox": sandbox, "workspace": ws }],
+            ["fs.write", { "id": "$id", "path": p("hello.sh"), "content": "hi\n", "mode": 0o4755 }],
+            ["fs.write", { "id": "$id", "path": p("bin"), "content_base64": "AP8=" }],
+            ["fs.read", { "id": "$id", "path": p("hello.sh") }],
+            ["fs.read", { "id": "$id", "path": p("bin") }],
+            ["fs.read", { "id": "$id", "path": p("big") }],
+            ["fs.read", { "id": "$id", "path": p("big"), "stream": true }],
+            ["exec.wait", { "exec": "$exec", "max_output_bytes": 4 << 20 }],
+            ["fs.list", { "id": "$id", "path": at }],
+            ["fs.read", { "id": "$id", "path": p("missing") }],
+            ["fs.write", { "id": "$id", "path": p("x"), "content": "a", "content_base64": "AA==" }],
+            ["rm", { "id": "$id" }],
+        ]);
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg("-c").arg(MODULE_HOST).arg(module_support::library()).arg(&store).arg(calls.to_string());
+        let out = module_support::host_env(&mut cmd, &store).output().unwrap();
+        assert!(out.status.success(), "{sandbox}: {}", String::from_utf8_lossy(&out.stderr));
+        let r: Vec<serde_json::Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(r.len(), 12, "{sandbox}: {r:?}");
+        for (i, expect_ok) in [(0, true), (1, true), (2, true), (3, true), (4, true), (6, true), (7, true), (8, true)] {
+            assert_eq!(r[i]["ok"].is_object(), expect_ok, "{sandbox}: call {i}: {}", r[i]);
+        }
+        // Written through the box, checked here: the mode without setuid.
+        let written = std::fs::metadata(ws.join("hello.sh")).unwrap();
+        assert_eq!((std::fs::read(ws.join("hello.sh")).unwrap(), written.mode() & 0o7777), (b"hi\n".to_vec(), 0o755));
+        assert_eq!(std::fs::read(ws.join("bin")).unwrap(), [0, 255]);
+        assert_eq!(r[3]["ok"]["content"], "hi\n");
+        assert_eq!(r[4]["ok"]["content_base64"], "AP8=");
+        // Too big inline: refused, naming the bound and the way out.
+        assert_eq!(r[5]["error"]["code"], "invalid_argument", "{}", r[5]);
+        assert!(r[5]["error"]["message"].as_str().unwrap().contains("over the 1048576-byte bound"), "{}", r[5]);
+        // By handle, whole.
+        assert_eq!(
+            (r[7]["ok"]["exit_code"].clone(), r[7]["ok"]["stdout"].as_str().unwrap().len()),
+            (json!(0), 2 << 20)
+        );
+        let entries = r[8]["ok"]["entries"].as_array().unwrap();
+        let hello = entries.iter().find(|e| e["name"] == "hello.sh").unwrap();
+        assert_eq!(
+            (hello["kind"].clone(), hello["mode"].clone(), hello["size"].clone()),
+            (json!("file"), json!(0o755), json!(3))
+        );
+        assert_eq!(entries.iter().find(|e| e["name"] == "big").unwrap()["size"], 2 << 20);
+        assert!(r[9]["error"]["message"].as_str().unwrap().contains("missing"), "{}", r[9]);
+        assert_eq!(r[10]["error"]["code"], "invalid_argument");
+    }
 }
