@@ -102,6 +102,14 @@ fn round_trips(cli: &Cli, id: &str, dir: &str) {
     let (code, err) = cp(cli, &format!("{id}:{dir}/no-such"), &s(&into));
     assert_eq!(code, 1, "{err}");
     assert!(err.contains(&format!("box {id} has no {dir}/no-such")), "{err}");
+    // A tree holding what cp does not copy is refused here, naming it.
+    let odd = scratch.path().join("odd");
+    std::fs::create_dir(&odd).unwrap();
+    let fifo = std::process::Command::new("mkfifo").arg(odd.join("fifo")).status().unwrap();
+    assert!(fifo.success());
+    let (code, err) = cp(cli, &s(&odd), &format!("{id}:{dir}/odd"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("fifo") && err.contains("files, directories and symlinks only"), "{err}");
 }
 
 /// `tar | tinybox cp - BOX:DIR` and `tinybox cp BOX:DIR - | tar`.

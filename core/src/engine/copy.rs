@@ -354,6 +354,14 @@ impl Tinybox {
         let sent = sending.await.map_err(|e| Error::io("the copy's sender stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
         let code = ran?.status.shell_code();
+        // What could not be sent from here (a fifo in the tree, an
+        // unreadable file) is the cause of the box's tar failing on a cut
+        // stream, so it is the answer.
+        if let Err(e) = &sent
+            && e.kind() != io::ErrorKind::BrokenPipe
+        {
+            return Err(local_error("cannot send the copy", sent.expect_err("checked")));
+        }
         if code != 0 {
             return Err(box_error(box_id, dst, code, &stderr, "write the copy").into());
         }
