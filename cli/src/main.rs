@@ -35,6 +35,10 @@ struct Cli {
 enum Command {
     /// Create a box and print its identifier.
     Create(commands::create::CreateCmd),
+    /// Copy files and directories into or out of a box: `cp SRC BOX:DST`, `cp BOX:SRC DST` (`-` is a tar stream).
+    Cp(commands::cp::CpCmd),
+    /// Serve the Model Context Protocol on stdio: tools for an agent to make and use boxes.
+    Mcp(commands::mcp::McpCmd),
     /// Run a command in a box; exits with the command's own status.
     Exec(commands::exec::ExecCmd),
     /// Create a box, run one command in it, remove it.

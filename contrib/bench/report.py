@@ -337,3 +337,36 @@ elif os.path.exists(os.path.join(out, "ssh-skipped.txt")):
 
 Skipped: needs root (to run sshd on loopback), /usr/sbin/sshd and rsync.
 """)
+
+# tinybox cp next to docker cp and cp/tar, one hyperfine run (contrib/bench/cp).
+if os.path.exists(os.path.join(out, "cp.json")):
+    r = load("cp.json")["results"]
+    rows = ""
+    for raw_r, tb_r in zip(r[0::2], r[1::2]):
+        ratio = raw_r["median"] / tb_r["median"]
+        for res, shown in ((raw_r, "1.00×"), (tb_r, f"{ratio:.2f}×")):
+            name = res["command"].replace("|", "\\|")
+            rows += f"| {name} | {res['median']:.3f} s | {res['min']:.3f} … {res['max']:.3f} s | {shown} |\n"
+    print(f"""
+## tinybox cp
+
+One hyperfine run (`contrib/bench/cp`, {len(r[0]['times'])} runs each): a 1 GiB file of random
+bytes and a tree of 20,000 1 KiB files in 100 directories. Docker: into and
+out of the box's own container, `docker cp` against the same container;
+namespace: into the box's workspace, `cp -a` and `tar -c | tar -x` into the
+same directory. Ratio is raw time / tinybox time (1.00× is as fast as the
+raw tool; the target is ≥ 0.8×).
+
+| command | median | min … max | ratio |
+|---|---|---|---|
+{rows}
+`tinybox cp` moves a tar stream on the exec path's pipes: `tar` runs inside
+the box (busybox's in this image), and what comes out is checked entry by
+entry here before it is written.
+""")
+elif os.path.exists(os.path.join(out, "cp-skipped.txt")):
+    print("""
+## tinybox cp
+
+Skipped: docker or bwrap is missing.
+""")

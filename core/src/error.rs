@@ -151,6 +151,10 @@ pub enum Error {
     Pool(#[from] crate::engine::PoolError),
     #[error(transparent)]
     Daemon(#[from] crate::supervisor::DaemonError),
+    #[error(transparent)]
+    Copy(#[from] crate::engine::CopyError),
+    #[error(transparent)]
+    Ceiling(#[from] crate::ceiling::CeilingError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -273,6 +277,9 @@ impl Error {
             | Error::Settings { .. }
             | Error::UnknownSnapshot(_)
             | Error::NotVerifiable(_) => ErrorKind::Invalid,
+            Error::Copy(crate::engine::CopyError::BoxFailed { .. }) => ErrorKind::Io,
+            Error::Copy(_) => ErrorKind::Invalid,
+            Error::Ceiling(_) => ErrorKind::Invalid,
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,

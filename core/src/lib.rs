@@ -8,6 +8,7 @@
 //! before asking for it.
 
 pub mod capture;
+pub mod ceiling;
 pub mod clock;
 pub mod driver;
 pub mod engine;
@@ -22,6 +23,9 @@ pub mod supervisor;
 pub mod sync;
 pub mod trust;
 
-pub use engine::{BoxView, DriverListing, DriverReport, ExecOutcome, HostAdded, ReapOutcome, Target, Tinybox};
+pub use engine::{
+    BoxView, CopyError, CopyOutcome, CopyRequest, CopyRoute, Direction, DriverListing, DriverReport, ExecOutcome,
+    HostAdded, Local, ReapOutcome, Target, Tinybox,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use request::{CreatePlan, CreateRequest, Created, SandboxChoice};

@@ -24,6 +24,9 @@ pub const METHODS: &[&str] = &[
     "exec.wait",
     "exec.cancel",
     "exec.resize",
+    "fs.read",
+    "fs.write",
+    "fs.list",
     "inspect",
     "ls",
     "rm",
@@ -88,12 +91,18 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
         "exec.start" => {
             let p: params::ExecParams = params::parse(method, rest)?;
             p.max_output()?;
-            let run = Running::start(st, engine(st, &common)?, launch(&p)?, p.buffer()?)?;
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            let handle = format!("exec-{}", NEXT.fetch_add(1, Ordering::SeqCst));
-            st.execs.lock().unwrap_or_else(|p| p.into_inner()).insert(handle.clone(), run.clone());
-            Ok(json!({ "exec": handle, "id": run.box_id }))
+            start(st, engine(st, &common)?, launch(&p)?, p.buffer()?)
         }
+        "fs.read" => {
+            let p: crate::fs::ReadParams = params::parse(method, rest)?;
+            if p.stream {
+                let launch = crate::fs::stream_launch(&p);
+                return start(st, engine(st, &common)?, launch, crate::exec::DEFAULT_STREAM_BUFFER);
+            }
+            crate::fs::read(st, engine(st, &common)?, p)
+        }
+        "fs.write" => crate::fs::write(st, engine(st, &common)?, params::parse(method, rest)?),
+        "fs.list" => crate::fs::list(st, engine(st, &common)?, params::parse(method, rest)?),
         "exec.read" => {
             let p: params::ReadParams = params::parse(method, rest)?;
             let run = running(st, &p.exec)?;
@@ -224,6 +233,15 @@ fn store_dir(common: &Common) -> std::path::PathBuf {
 
 fn engine(st: &State, common: &Common) -> CallResult<Arc<Tinybox>> {
     st.engine(&store_dir(common))
+}
+
+/// Starts a streaming exec and keeps it under a new handle.
+fn start(st: &State, engine: Arc<Tinybox>, launch: Launch, buffer: usize) -> CallResult<Value> {
+    let run = Running::start(st, engine, launch, buffer)?;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let handle = format!("exec-{}", NEXT.fetch_add(1, Ordering::SeqCst));
+    st.execs.lock().unwrap_or_else(|p| p.into_inner()).insert(handle.clone(), run.clone());
+    Ok(json!({ "exec": handle, "id": run.box_id }))
 }
 
 fn running(st: &State, handle: &str) -> CallResult<Arc<Running>> {

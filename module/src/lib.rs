@@ -19,6 +19,7 @@ mod dispatch;
 mod errors;
 mod exec;
 pub mod ffi;
+mod fs;
 mod manifest;
 mod params;
 mod state;

@@ -3,6 +3,7 @@
 
 pub mod autosnapshot;
 pub mod completions;
+pub mod cp;
 pub mod create;
 pub mod daemon;
 pub mod drivers;
@@ -13,6 +14,7 @@ pub mod host;
 pub mod inspect;
 pub mod ls;
 pub mod pool;
+pub mod mcp;
 pub mod prune;
 pub mod reap;
 pub mod resume;
@@ -57,6 +59,8 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
     let result = match command {
         Command::Create(c) => c.run(&app).await,
         Command::Exec(c) => c.run(&app).await,
+        Command::Cp(c) => c.run(&app).await,
+        Command::Mcp(c) => c.run(&app).await,
         Command::Run(c) => c.run(&app).await,
         Command::Ls(c) => ls::run(&app, c).await,
         Command::Inspect(c) => c.run(&app).await,

@@ -4,6 +4,7 @@
 //! driver fails leaves the store changed.
 
 mod choose;
+mod copy;
 mod create;
 mod drivers_report;
 mod exec;
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tinybox_sdk::model::BoxId;
 use tinybox_sdk::protocol::{BoxRef, BoxState};
 
+pub use copy::{CopyError, CopyOutcome, CopyRequest, CopyRoute, DirEntry, Direction, Local};
 pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
 pub use forward::{Forward, parse_forward};

@@ -1,0 +1,384 @@
+//! `tinybox mcp`: serves the Model Context Protocol on stdio (rmcp), so an
+//! agent can make boxes and use them: create, run, write and read files,
+//! list, remove, inspect. The operator's flags are a ceiling the agent can
+//! ask under and never over (core's `ceiling`); the agent reaches only the
+//! boxes this server made, and they are removed when it exits. A refusal
+//! is the CLI's one line, as a tool error; a malformed call is an MCP error.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use tinybox_core::capture::{self, Capture};
+use tinybox_core::ceiling::{AgentCreate, Ceiling};
+use tinybox_core::model::{BoxId, ExecRequest, SandboxName};
+use tinybox_core::request::{NetworkChoice, Size};
+use tinybox_core::{Error, Target, Tinybox};
+
+use super::App;
+use crate::args::{NetworkArg, parse_cpus, parse_duration, parse_size};
+
+#[derive(Debug, Args)]
+pub struct McpCmd {
+    /// The sandbox every box gets (default: the strongest healthy one that passes the floor).
+    #[arg(long)]
+    pub sandbox: Option<SandboxName>,
+    /// Allow boxes below the isolation floor for untrusted code (the default refuses them).
+    #[arg(long)]
+    pub trusted: bool,
+    /// The most network a box may have; the agent asks for egress only when this is egress.
+    #[arg(long, value_enum, default_value = "deny")]
+    pub network: NetworkArg,
+    /// The longest a box may live (and its default).
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub ttl: Duration,
+    /// The most memory a box may have (and its default).
+    #[arg(long, value_parser = parse_size, default_value = "1G")]
+    pub memory: u64,
+    /// The most processes a box may have (and its default).
+    #[arg(long, default_value_t = 256)]
+    pub pids: u64,
+    /// The most cores a box may have (and its default).
+    #[arg(long, value_parser = parse_cpus, default_value = "1")]
+    pub cpus: f64,
+    /// What a run keeps of each of stdout and stderr, and the largest file read_file returns.
+    #[arg(long, value_parser = parse_size, default_value = "64K")]
+    pub max_output: u64,
+    /// The longest a command runs (and its default).
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    pub timeout: Duration,
+}
+
+impl McpCmd {
+    pub async fn run(self, app: &App) -> Result<u8, Error> {
+        // An engine of the server's own: its verifier prints nothing, since
+        // stdout is the protocol.
+        let mut engine = Tinybox::open(&app.store_dir)?;
+        engine.set_verifier(Arc::new(crate::verifier::Kit { json: true }));
+        let ceiling = Ceiling {
+            sandbox: self.sandbox.clone(),
+            untrusted: !self.trusted,
+            network: self.network.into(),
+            ttl_secs: self.ttl.as_secs(),
+            memory_bytes: self.memory,
+            pids: self.pids,
+            cpus: self.cpus,
+        };
+        let server = Server::new(Arc::new(engine), ceiling, self.max_output, self.timeout);
+        let boxes = server.boxes.clone();
+        let engine = server.engine.clone();
+        let served = async {
+            let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| mcp_io("cannot start", e))?;
+            running.waiting().await.map_err(|e| mcp_io("stopped", e))
+        };
+        let result = served.await;
+        // What the agent made goes with the server.
+        let made: Vec<BoxId> = boxes.lock().expect("boxes").iter().cloned().collect();
+        for id in made {
+            if let Err(e) = engine.remove(&id).await {
+                eprintln!("tinybox: {e}");
+            }
+        }
+        engine.close().await;
+        result.map(|_| 0)
+    }
+}
+
+fn mcp_io(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::io(format!("the MCP server {what}"), std::io::Error::other(e.to_string()))
+}
+
+#[derive(Clone)]
+struct Server {
+    engine: Arc<Tinybox>,
+    ceiling: Ceiling,
+    max_output: u64,
+    timeout: Duration,
+    /// The boxes this server made: the only ones the agent can reach.
+    boxes: Arc<Mutex<BTreeSet<BoxId>>>,
+    tool_router: ToolRouter<Server>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum Network {
+    Deny,
+    Egress,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateArgs {
+    /// Seconds the box lives before it is removed (at most the server's ceiling; default the ceiling).
+    ttl_secs: Option<u64>,
+    /// Memory limit, like "512M" (at most the ceiling; default the ceiling).
+    memory: Option<String>,
+    /// Process limit (at most the ceiling; default the ceiling).
+    pids: Option<u64>,
+    /// Cores (at most the ceiling; default the ceiling).
+    cpus: Option<f64>,
+    /// "deny" (the default) or "egress" (only if the server allows it).
+    network: Option<Network>,
+    /// A container image, for a docker box.
+    image: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BoxArg {
+    /// The box's id, as create_box returned it.
+    #[serde(rename = "box")]
+    id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RunArgs {
+    /// The box's id.
+    #[serde(rename = "box")]
+    id: String,
+    /// The program and its arguments, run as they are (no shell; use ["sh", "-c", "..."] for one).
+    argv: Vec<String>,
+    /// Text given to the command on stdin (default: none).
+    stdin: Option<String>,
+    /// Seconds before the command is stopped (at most the server's ceiling).
+    timeout_secs: Option<u64>,
+    /// The working directory in the box.
+    cwd: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    #[serde(rename = "box")]
+    id: String,
+    /// Where in the box; an existing directory receives the file under its own name.
+    path: String,
+    /// The file's text.
+    content: String,
+    /// Permission bits, like 420 (0o644, the default) or 493 (0o755).
+    mode: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    #[serde(rename = "box")]
+    id: String,
+    /// A path in the box.
+    path: String,
+}
+
+/// A tool's answer: JSON text, or the CLI's one-line refusal as a tool error.
+fn answer(result: Result<serde_json::Value, Error>) -> CallToolResult {
+    match result {
+        Ok(v) => CallToolResult::success(vec![ContentBlock::text(
+            serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()),
+        )]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("tinybox: {e}"))]),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+#[tool_router]
+impl Server {
+    fn new(engine: Arc<Tinybox>, ceiling: Ceiling, max_output: u64, timeout: Duration) -> Server {
+        let mut tool_router = Self::tool_router();
+        if let Some(route) = tool_router.map.get_mut("create_box") {
+            let old = route.attr.description.clone().unwrap_or_default();
+            route.attr.description = Some(format!("{old} {}", describe(&ceiling)).into());
+        }
+        Server { engine, ceiling, max_output, timeout, boxes: Arc::default(), tool_router }
+    }
+
+    /// A box this server made, or the refusal naming what the agent can use.
+    fn mine(&self, id: &str) -> Result<BoxId, Error> {
+        let id = BoxId::new(id)?;
+        if self.boxes.lock().expect("boxes").contains(&id) {
+            return Ok(id);
+        }
+        Err(Error::BoxNotReady {
+            id,
+            state: "not one this MCP server made".into(),
+            hint: "list_boxes shows the boxes you can use; create_box makes one".into(),
+        })
+    }
+
+    #[tool(
+        description = "Create an isolated box to run untrusted code in. Returns its id and what confines it: isolation level, network, limits in force, when it expires."
+    )]
+    async fn create_box(&self, Parameters(args): Parameters<CreateArgs>) -> CallToolResult {
+        answer(self.create(args).await)
+    }
+
+    async fn create(&self, args: CreateArgs) -> Result<serde_json::Value, Error> {
+        let ask = AgentCreate {
+            ttl_secs: args.ttl_secs,
+            memory: args.memory.map(Size::Text),
+            pids: args.pids,
+            cpus: args.cpus,
+            network: args.network.map(|n| match n {
+                Network::Deny => NetworkChoice::Deny,
+                Network::Egress => NetworkChoice::Egress,
+            }),
+            image: args.image,
+        };
+        let request = self.ceiling.request(&ask)?;
+        let created = self.engine.create_requested(&request).await?;
+        self.boxes.lock().expect("boxes").insert(created.info.id.clone());
+        let mut v = summary(&created.info);
+        v["warnings"] = json(&created.warnings);
+        Ok(v)
+    }
+
+    #[tool(
+        description = "Run a command in a box: argv as given (no shell), optional stdin text and timeout. Returns the exit code and stdout/stderr, each cut at a bound and marked truncated when cut."
+    )]
+    async fn run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
+        answer(self.run_in(args).await)
+    }
+
+    async fn run_in(&self, args: RunArgs) -> Result<serde_json::Value, Error> {
+        let id = self.mine(&args.id)?;
+        let timeout = args.timeout_secs.map(Duration::from_secs).unwrap_or(self.timeout);
+        if timeout > self.timeout || timeout.is_zero() {
+            return Err(tinybox_core::ceiling::CeilingError::Over {
+                what: "timeout_secs",
+                asked: timeout.as_secs().to_string(),
+                ceiling: self.timeout.as_secs().to_string(),
+            }
+            .into());
+        }
+        let mut request = ExecRequest::new(args.argv);
+        request.cwd = args.cwd;
+        let mut how = Capture::new(usize::try_from(self.max_output).unwrap_or(usize::MAX));
+        how.stdin = args.stdin.map(String::into_bytes);
+        how.timeout = Some(timeout);
+        let got = capture::run(&self.engine, &id, request, Target::Workspace, &how, std::future::pending()).await?;
+        Ok(serde_json::json!({
+            "exit_code": got.status.code,
+            "signal": got.status.signal,
+            "timed_out": got.timed_out,
+            "stdout": String::from_utf8_lossy(&got.stdout.bytes),
+            "stdout_truncated": got.stdout.truncated,
+            "stderr": String::from_utf8_lossy(&got.stderr.bytes),
+            "stderr_truncated": got.stderr.truncated,
+        }))
+    }
+
+    #[tool(description = "Write a text file into a box (created or replaced).")]
+    async fn write_file(&self, Parameters(args): Parameters<WriteArgs>) -> CallToolResult {
+        answer(self.write(args).await)
+    }
+
+    async fn write(&self, args: WriteArgs) -> Result<serde_json::Value, Error> {
+        let id = self.mine(&args.id)?;
+        let written =
+            self.engine.write_file(&id, &args.path, args.content.into_bytes(), args.mode.unwrap_or(0o644)).await?;
+        Ok(serde_json::json!({ "path": args.path, "bytes": written.bytes }))
+    }
+
+    #[tool(description = "Read a file from a box as text (a file over the server's bound is refused).")]
+    async fn read_file(&self, Parameters(args): Parameters<PathArgs>) -> CallToolResult {
+        answer(self.read(args).await)
+    }
+
+    async fn read(&self, args: PathArgs) -> Result<serde_json::Value, Error> {
+        let id = self.mine(&args.id)?;
+        let bytes = self.engine.read_file(&id, &args.path, self.max_output).await?;
+        Ok(serde_json::json!({ "path": args.path, "content": String::from_utf8_lossy(&bytes) }))
+    }
+
+    #[tool(description = "List the boxes this server made, with what confines each.")]
+    async fn list_boxes(&self) -> CallToolResult {
+        let ids: Vec<BoxId> = self.boxes.lock().expect("boxes").iter().cloned().collect();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Ok(info) = self.engine.get(&id) {
+                out.push(summary(&info));
+            }
+        }
+        answer(Ok(serde_json::Value::Array(out)))
+    }
+
+    #[tool(description = "Remove a box and everything in it.")]
+    async fn remove_box(&self, Parameters(args): Parameters<BoxArg>) -> CallToolResult {
+        answer(self.remove(args).await)
+    }
+
+    async fn remove(&self, args: BoxArg) -> Result<serde_json::Value, Error> {
+        let id = self.mine(&args.id)?;
+        self.engine.remove(&id).await?;
+        self.boxes.lock().expect("boxes").remove(&id);
+        Ok(serde_json::json!({ "removed": id }))
+    }
+
+    #[tool(
+        description = "Inspect what confines a box: sandbox, isolation level (and whether it is suitable for untrusted code), network and limits in force, state, expiry."
+    )]
+    async fn inspect_box(&self, Parameters(args): Parameters<BoxArg>) -> CallToolResult {
+        answer(self.inspect(args).await)
+    }
+
+    async fn inspect(&self, args: BoxArg) -> Result<serde_json::Value, Error> {
+        let id = self.mine(&args.id)?;
+        let view = self.engine.inspect(&id).await?;
+        let mut v = summary(&view.info);
+        v["state"] = json(&view.state);
+        v["state_detail"] = json(&view.state_detail);
+        Ok(v)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(format!(
+            "tinybox boxes: isolated places to run code. {} Boxes you make are removed when this server stops.",
+            describe(&self.ceiling)
+        ))
+    }
+}
+
+/// The ceiling in words, for the model.
+fn describe(c: &Ceiling) -> String {
+    let sandbox = c.sandbox.as_ref().map_or("the strongest healthy sandbox".to_owned(), |s| format!("sandbox {s}"));
+    let floor = if c.untrusted {
+        "with at least the isolation required for untrusted code (kernel: its own namespaces, no view of the host)"
+    } else {
+        "WITHOUT an isolation floor (the operator allowed boxes that may not be fit for untrusted code; check inspect_box)"
+    };
+    let network = match c.network {
+        NetworkChoice::Deny => "no network",
+        NetworkChoice::Egress => "no network unless asked (egress allowed)",
+    };
+    format!(
+        "Boxes run in {sandbox} {floor}, {network}, and live at most {}s with at most {} bytes of memory, {} processes and {} cores.",
+        c.ttl_secs, c.memory_bytes, c.pids, c.cpus
+    )
+}
+
+/// A box in the terms a model needs.
+fn summary(info: &tinybox_core::model::BoxInfo) -> serde_json::Value {
+    let mut v = serde_json::json!({ "id": info.id, "lifecycle": json(&info.spec.lifecycle) });
+    if let Some(ws) = &info.workspace {
+        v["sandbox"] = json(&ws.placement.sandbox);
+        v["host"] = json(&ws.placement.host);
+        v["isolation"] = json(&ws.isolation);
+        v["suitable_for_untrusted_code"] =
+            (ws.isolation >= tinybox_core::model::IsolationLevel::UNTRUSTED_FLOOR && ws.verified).into();
+        v["network"] = json(&ws.network);
+        v["limits"] = json(&ws.limits);
+        v["workdir"] = json(&ws.workdir);
+    }
+    v
+}

@@ -1,0 +1,909 @@
+//! Copying files and directories into and out of a box (`tinybox cp`, the
+//! module's `fs.*`, the MCP server's file tools). The bytes travel as a tar
+//! stream on the exec path's pipes, never in JSON: `tar` runs inside the
+//! box, confined like any command there, so nothing it reads or writes can
+//! leave the box's own filesystem; on this side the stream is built from,
+//! or written to, the caller's path by this module.
+//!
+//! A tar coming out of a box is the box's word and is checked entry by
+//! entry before anything is written: one root named as asked, no absolute
+//! or `..` path, nothing written through a symlink (every directory on the
+//! way is opened with O_NOFOLLOW from the destination's parent), no device
+//! node or fifo, a hard link only to a file this copy wrote (and then
+//! copied, never linked). What is written belongs to the caller, carries no
+//! setuid, setgid or sticky bit, and no extended attribute.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
+use tinybox_sdk::model::{BoxId, ExecRequest};
+use tinybox_sdk::stdio::StdioFds;
+
+use super::{Target, Tinybox};
+use crate::error::{Error, Result};
+
+/// The bits a copied file keeps: permissions only; setuid, setgid and
+/// sticky never survive a copy in either direction.
+const KEPT_MODE: u32 = 0o777;
+
+/// What the box says about its own stderr, at most: enough for a tar
+/// error or a missing program, never a flood.
+const STDERR_BOUND: usize = 8 * 1024;
+
+/// How big a pipe a copy asks for: fewer wake-ups per byte.
+const PIPE_CAPACITY: usize = 1024 * 1024;
+
+/// Which way a copy goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From this machine into the box.
+    In,
+    /// From the box to this machine.
+    Out,
+}
+
+/// The caller's end of a copy.
+#[derive(Debug)]
+pub enum Local {
+    /// A file or directory on this machine.
+    Path(PathBuf),
+    /// A tar stream: read from it (into the box) or written to it (out).
+    Tar(OwnedFd),
+}
+
+/// One copy, as a front end asks for it.
+#[derive(Debug)]
+pub struct CopyRequest {
+    pub box_id: BoxId,
+    pub direction: Direction,
+    /// The path in the box: the destination (in) or the source (out).
+    /// Relative paths are the box's working directory's.
+    pub box_path: String,
+    pub local: Local,
+}
+
+/// `SRC DST` as `tinybox cp` takes them: exactly one of the two is
+/// `BOX:PATH`; the other is a path here, or `-` for a tar stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyRoute {
+    pub box_id: BoxId,
+    pub direction: Direction,
+    pub box_path: String,
+    /// `None` is `-`: a tar stream on stdin (in) or stdout (out).
+    pub local: Option<PathBuf>,
+}
+
+/// A copy that breaks a rule, or that the box could not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    #[error(
+        "{src:?} and {dst:?} name no box; one of them is BOX:PATH, as in `tinybox cp ./file box-1:/tmp/` (a local path with ':' starts with ./ or /)"
+    )]
+    NoBox { src: String, dst: String },
+    #[error("{src:?} and {dst:?} both name a box; copy through this machine, one direction at a time")]
+    TwoBoxes { src: String, dst: String },
+    #[error(
+        "{0} is a terminal; `-` is a tar stream, as in `tar -c -f - DIR | tinybox cp - BOX:/dst` or `tinybox cp BOX:/src - | tar -x -f -`"
+    )]
+    Terminal(&'static str),
+    #[error("the path in box {box_id} is empty; name a file or directory, as in {box_id}:/tmp/out")]
+    EmptyBoxPath { box_id: BoxId },
+    #[error("{path:?} names no single file or directory (it ends in . or .. or is /); name the directory itself")]
+    NoName { path: String },
+    #[error("{path} does not exist here; check the path")]
+    NoLocal { path: PathBuf },
+    #[error("{path} is a {what}; tinybox cp copies files, directories and symlinks only")]
+    LocalKind { path: PathBuf, what: &'static str },
+    #[error("{path} is not an existing directory here; make it first or name a new file in an existing one")]
+    NoLocalDir { path: PathBuf },
+    #[error("{path} exists here and is not a directory; a directory cannot replace it (remove it, or copy elsewhere)")]
+    NotADir { path: PathBuf },
+    #[error("{path} exists and is a directory; a file cannot replace it (name a path inside it)")]
+    DirInTheWay { path: PathBuf },
+    #[error("box {box_id} has no {path}; check the path (`tinybox exec {box_id} -- ls` lists what is there)")]
+    NoBoxPath { box_id: BoxId, path: String },
+    #[error(
+        "{path} is not an existing directory in box {box_id}; make it first (`tinybox exec {box_id} -- mkdir -p {path}`)"
+    )]
+    NoBoxDir { box_id: BoxId, path: String },
+    #[error(
+        "box {box_id} has no program {program}, which tinybox cp runs in the box; use an image that has sh and tar"
+    )]
+    NoProgram { box_id: BoxId, program: String },
+    #[error("box {box_id} could not {what} (exit status {code}): {detail}")]
+    BoxFailed { box_id: BoxId, what: &'static str, code: i32, detail: String },
+    /// The tar stream from the box asked for something this side never writes.
+    #[error("refused the box's tar: {0}; nothing past it was written")]
+    Refused(String),
+    #[error("{path} is a {what} in box {box_id}, not a regular file; read a file, or copy with tinybox cp")]
+    NotAFile { box_id: BoxId, path: String, what: String },
+    #[error("{path} in box {box_id} is {size} bytes, over the {limit}-byte bound; copy it with tinybox cp instead")]
+    TooBig { box_id: BoxId, path: String, size: u64, limit: u64 },
+}
+
+impl CopyRoute {
+    /// Reads `tinybox cp SRC DST`.
+    pub fn parse(src: &str, dst: &str) -> Result<CopyRoute, CopyError> {
+        let local = |s: &str| if s == "-" { None } else { Some(PathBuf::from(s)) };
+        match (box_side(src), box_side(dst)) {
+            (Some(_), Some(_)) => Err(CopyError::TwoBoxes { src: src.into(), dst: dst.into() }),
+            (None, None) => Err(CopyError::NoBox { src: src.into(), dst: dst.into() }),
+            (None, Some((box_id, path))) => {
+                Ok(CopyRoute { box_id, direction: Direction::In, box_path: path.into(), local: local(src) })
+            }
+            (Some((box_id, path)), None) => {
+                Ok(CopyRoute { box_id, direction: Direction::Out, box_path: path.into(), local: local(dst) })
+            }
+        }
+    }
+}
+
+/// `BOX:PATH`, or `None` for a local path: anything starting with `/` or
+/// `.` is local whatever it contains, as with `docker cp`.
+fn box_side(s: &str) -> Option<(BoxId, &str)> {
+    if s.starts_with('/') || s.starts_with('.') {
+        return None;
+    }
+    let (id, path) = s.split_once(':')?;
+    BoxId::new(id).ok().map(|id| (id, path))
+}
+
+/// What a finished copy moved.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyOutcome {
+    /// Files, directories and links written (out) or sent (in).
+    pub entries: u64,
+    /// Bytes of file contents.
+    pub bytes: u64,
+}
+
+/// One entry of a directory in a box, as `list_dir` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DirEntry {
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: &'static str,
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Seconds since the epoch.
+    pub mtime: u64,
+}
+
+/// Runs in the box, confined: checks for tar and the destination, then
+/// extracts stdin there. $1 is the destination, $2 the name the stream's
+/// root has (empty for a caller's stream, extracted into $1 as it is).
+/// `umask 0` so the modes in the stream are the modes written; `-o` so a
+/// root box does not take the stream's owners.
+const IN_SCRIPT: &str = r#"command -v tar >/dev/null 2>&1 || { printf 'tinybox: no program tar in the box\n' >&2; exit 127; }
+umask 0
+dst=$1 name=$2
+if [ -d "$dst" ]; then cd -- "$dst" || exit 122; exec tar -x -o -f -; fi
+[ -n "$name" ] || exit 122
+case $dst in */) exit 122 ;; esac
+case $dst in */*) parent=${dst%/*} ;; *) parent=. ;; esac
+[ -n "$parent" ] || parent=/
+base=${dst##*/}
+[ -d "$parent" ] && cd -- "$parent" || exit 121
+[ "$base" = "$name" ] && exec tar -x -o -f -
+tmp=$(mktemp -d ./.tinybox-cp.XXXXXX) || exit 123
+tar -x -o -f - -C "$tmp" && mv -f -- "$tmp/$name" "./$base"
+rc=$?
+rm -rf -- "$tmp"
+exit $rc
+"#;
+
+/// Runs in the box: writes a tar of $1 (the entry itself, not followed
+/// when it is a symlink) to stdout, rooted at its name.
+const OUT_SCRIPT: &str = r#"command -v tar >/dev/null 2>&1 || { printf 'tinybox: no program tar in the box\n' >&2; exit 127; }
+src=$1
+[ -e "$src" ] || [ -L "$src" ] || exit 121
+case $src in */*) parent=${src%/*} ;; *) parent=. ;; esac
+[ -n "$parent" ] || parent=/
+cd -- "$parent" || exit 121
+exec tar -c -f - -- "${src##*/}"
+"#;
+
+/// Runs in the box: one line per entry of directory $1, `hexmode size
+/// mtime name`.
+const LIST_SCRIPT: &str = r#"command -v stat >/dev/null 2>&1 || { printf 'tinybox: no program stat in the box\n' >&2; exit 127; }
+[ -d "$1" ] || exit 122
+cd -- "$1" || exit 122
+for f in * .*; do
+  case $f in .|..) continue ;; esac
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  stat -c '%f %s %Y %n' -- "$f"
+done
+"#;
+
+impl Tinybox {
+    /// Copies as `request` says; see the module's documentation for what a
+    /// tar from a box may not do here.
+    pub async fn copy(&self, request: CopyRequest) -> Result<CopyOutcome> {
+        let CopyRequest { box_id, direction, box_path, local } = request;
+        if box_path.is_empty() {
+            return Err(CopyError::EmptyBoxPath { box_id }.into());
+        }
+        match (direction, local) {
+            (Direction::In, Local::Path(src)) => {
+                let root = root_name(&src)?;
+                let meta = std::fs::symlink_metadata(&src).map_err(|_| CopyError::NoLocal { path: src.clone() })?;
+                check_kind(&src, &meta)?;
+                let name = root.to_string_lossy().into_owned();
+                let producer = move |w: io::PipeWriter| send_tree(&src, &root, w);
+                self.copy_in(&box_id, &box_path, &name, producer).await
+            }
+            (Direction::In, Local::Tar(fd)) => {
+                let producer = move |mut w: io::PipeWriter| {
+                    let n = io::copy(&mut std::fs::File::from(fd), &mut w)?;
+                    Ok(CopyOutcome { entries: 0, bytes: n })
+                };
+                self.copy_in(&box_id, &box_path, "", producer).await
+            }
+            (Direction::Out, Local::Path(dst)) => {
+                let (parent, name) = destination(&dst)?;
+                let consumer = move |r: io::PipeReader| extract(r, &parent, name.as_deref());
+                self.copy_out(&box_id, &box_path, consumer).await
+            }
+            (Direction::Out, Local::Tar(fd)) => {
+                let consumer = move |mut r: io::PipeReader| {
+                    let n = io::copy(&mut r, &mut std::fs::File::from(fd))?;
+                    Ok(CopyOutcome { entries: 0, bytes: n })
+                };
+                self.copy_out(&box_id, &box_path, consumer).await
+            }
+        }
+    }
+
+    /// Writes `bytes` as the file `path` in the box, with `mode` (permission
+    /// bits only) and the current time.
+    pub async fn write_file(&self, box_id: &BoxId, path: &str, bytes: Vec<u8>, mode: u32) -> Result<CopyOutcome> {
+        let name = match path.trim_end_matches('/').rsplit('/').next() {
+            Some(n) if !n.is_empty() && n != "." && n != ".." => n.to_owned(),
+            _ => return Err(CopyError::NoName { path: path.into() }.into()),
+        };
+        let mtime = self.now();
+        let entry = name.clone();
+        let producer = move |w: io::PipeWriter| {
+            let mut b = tar::Builder::new(w);
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_size(bytes.len() as u64);
+            h.set_mode(mode & KEPT_MODE);
+            h.set_mtime(mtime);
+            b.append_data(&mut h, &entry, bytes.as_slice())?;
+            b.into_inner()?.flush()?;
+            Ok(CopyOutcome { entries: 1, bytes: bytes.len() as u64 })
+        };
+        self.copy_in(box_id, path, &name, producer).await
+    }
+
+    /// Reads the regular file `path` in the box, refusing one over `limit`
+    /// bytes (before its contents are read).
+    pub async fn read_file(&self, box_id: &BoxId, path: &str, limit: u64) -> Result<Vec<u8>> {
+        let id = box_id.clone();
+        let p = path.to_owned();
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = out.clone();
+        let consumer = move |r: io::PipeReader| -> io::Result<CopyOutcome> {
+            let mut archive = tar::Archive::new(r);
+            let mut entries = archive.entries()?;
+            let Some(entry) = entries.next() else {
+                return Err(io::Error::other(CopyError::Refused("the box sent an empty tar".into())));
+            };
+            let mut entry = entry?;
+            let what = entry.header().entry_type();
+            if !what.is_file() {
+                let what = kind_word(what).to_owned();
+                return Err(io::Error::other(CopyError::NotAFile { box_id: id, path: p, what }));
+            }
+            let size = entry.size();
+            if size > limit {
+                return Err(io::Error::other(CopyError::TooBig { box_id: id, path: p, size, limit }));
+            }
+            let mut bytes = Vec::with_capacity(size as usize);
+            entry.read_to_end(&mut bytes)?;
+            // The rest of the stream is tar's padding: read it so the box's
+            // tar ends without a broken pipe.
+            io::copy(&mut archive.into_inner(), &mut io::sink())?;
+            *sink.lock().expect("read_file sink") = bytes;
+            Ok(CopyOutcome { entries: 1, bytes: size })
+        };
+        self.copy_out(box_id, path, consumer).await?;
+        let bytes = std::mem::take(&mut *out.lock().expect("read_file sink"));
+        Ok(bytes)
+    }
+
+    /// The entries of directory `path` in the box.
+    pub async fn list_dir(&self, box_id: &BoxId, path: &str) -> Result<Vec<DirEntry>> {
+        let request = ExecRequest::new(["sh", "-c", LIST_SCRIPT, "sh", path]);
+        let mut capture = crate::capture::Capture::new(4 * 1024 * 1024);
+        capture.timeout = Some(std::time::Duration::from_secs(60));
+        let got =
+            crate::capture::run(self, box_id, request, Target::Workspace, &capture, std::future::pending()).await?;
+        let code = got.status.shell_code();
+        if code != 0 {
+            let stderr = String::from_utf8_lossy(&got.stderr.bytes).into_owned();
+            return Err(box_error(box_id, path, code, &stderr, "list a directory").into());
+        }
+        let text = String::from_utf8_lossy(&got.stdout.bytes);
+        Ok(text.lines().filter_map(parse_stat_line).collect())
+    }
+
+    /// Runs the extracting side in the box with `producer` writing the tar.
+    async fn copy_in<P>(&self, box_id: &BoxId, dst: &str, name: &str, producer: P) -> Result<CopyOutcome>
+    where
+        P: FnOnce(io::PipeWriter) -> io::Result<CopyOutcome> + Send + 'static,
+    {
+        let io_err = |e| Error::io("cannot make the copy's pipes", e);
+        let (stdin_r, stdin_w) = io::pipe().map_err(io_err)?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&stdin_w, PIPE_CAPACITY);
+        let (err_r, err_w) = io::pipe().map_err(io_err)?;
+        let null = std::fs::File::options().write(true).open("/dev/null").map_err(io_err)?;
+        let stdio = StdioFds { stdin: stdin_r.into(), stdout: null.into(), stderr: err_w.into() };
+        let request = ExecRequest::new(["sh", "-c", IN_SCRIPT, "sh", dst, name]);
+        let sending = tokio::task::spawn_blocking(move || producer(stdin_w));
+        let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
+        let ran = self.exec(box_id, request, stdio, Target::Workspace, std::future::pending()).await;
+        let sent = sending.await.map_err(|e| Error::io("the copy's sender stopped", io::Error::other(e)))?;
+        let stderr = stderr.await.unwrap_or_default();
+        let code = ran?.status.shell_code();
+        // What could not be sent from here (a fifo in the tree, an
+        // unreadable file) is the cause of the box's tar failing on a cut
+        // stream, so it is the answer.
+        if let Err(e) = &sent
+            && e.kind() != io::ErrorKind::BrokenPipe
+        {
+            return Err(local_error("cannot send the copy", sent.expect_err("checked")));
+        }
+        if code != 0 {
+            return Err(box_error(box_id, dst, code, &stderr, "write the copy").into());
+        }
+        match sent {
+            // tar stops reading at the archive's end marker and may leave
+            // the padding after it unread: it said it succeeded.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(CopyOutcome::default()),
+            other => other.map_err(|e| local_error("cannot send the copy", e)),
+        }
+    }
+
+    /// Runs tar in the box with `consumer` reading what it writes.
+    async fn copy_out<C>(&self, box_id: &BoxId, src: &str, consumer: C) -> Result<CopyOutcome>
+    where
+        C: FnOnce(io::PipeReader) -> io::Result<CopyOutcome> + Send + 'static,
+    {
+        let io_err = |e| Error::io("cannot make the copy's pipes", e);
+        let (out_r, out_w) = io::pipe().map_err(io_err)?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&out_r, PIPE_CAPACITY);
+        let (err_r, err_w) = io::pipe().map_err(io_err)?;
+        let stdin = std::fs::File::open("/dev/null").map_err(io_err)?;
+        let stdio = StdioFds { stdin: stdin.into(), stdout: out_w.into(), stderr: err_w.into() };
+        let request = ExecRequest::new(["sh", "-c", OUT_SCRIPT, "sh", src]);
+        let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
+        let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
+        let ran = self.exec(box_id, request, stdio, Target::Workspace, std::future::pending()).await;
+        let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
+        let stderr = stderr.await.unwrap_or_default();
+        let code = ran?.status.shell_code();
+        // The script's own refusals come before tar runs, so nothing was
+        // sent; past that, a refusal here is the answer even when the box's
+        // tar then died of the closed pipe.
+        if matches!(code, 121 | 122 | 127) {
+            return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
+        }
+        let outcome = received.map_err(|e| local_error("cannot write the copy", e));
+        if let Err(Error::Copy(_)) = &outcome {
+            return outcome;
+        }
+        if code != 0 {
+            return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
+        }
+        outcome
+    }
+}
+
+/// A copy's own error carried through io, or an io error with `context`.
+fn local_error(context: &str, e: io::Error) -> Error {
+    match e.downcast::<CopyError>() {
+        Ok(c) => Error::Copy(c),
+        Err(e) => Error::io(context, e),
+    }
+}
+
+/// What a script's exit status means.
+fn box_error(box_id: &BoxId, path: &str, code: i32, stderr: &str, what: &'static str) -> CopyError {
+    let missing = stderr.lines().find_map(|l| l.strip_prefix("tinybox: no program ")?.strip_suffix(" in the box"));
+    match (code, missing) {
+        (127, Some(program)) => CopyError::NoProgram { box_id: box_id.clone(), program: program.into() },
+        (127, None) => CopyError::NoProgram { box_id: box_id.clone(), program: "sh".into() },
+        (121, _) => CopyError::NoBoxPath { box_id: box_id.clone(), path: path.into() },
+        (122, _) => CopyError::NoBoxDir { box_id: box_id.clone(), path: path.into() },
+        _ => {
+            let detail = stderr.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+            let detail = if detail.is_empty() { "it said nothing".to_owned() } else { detail };
+            CopyError::BoxFailed { box_id: box_id.clone(), what, code, detail }
+        }
+    }
+}
+
+/// Reads a stream to its end, keeping the first [`STDERR_BOUND`] bytes.
+fn bounded(mut r: io::PipeReader) -> String {
+    let mut kept = Vec::new();
+    let _ = (&mut r).take(STDERR_BOUND as u64).read_to_end(&mut kept);
+    let _ = io::copy(&mut r, &mut io::sink());
+    String::from_utf8_lossy(&kept).into_owned()
+}
+
+fn parse_stat_line(line: &str) -> Option<DirEntry> {
+    let mut parts = line.splitn(4, ' ');
+    let raw = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let size = parts.next()?.parse().ok()?;
+    let mtime = parts.next()?.parse().ok()?;
+    let name = parts.next()?.to_owned();
+    let kind = match FileType::from_raw_mode(raw) {
+        FileType::RegularFile => "file",
+        FileType::Directory => "dir",
+        FileType::Symlink => "symlink",
+        _ => "other",
+    };
+    Some(DirEntry { name, kind, size, mode: raw & 0o7777, mtime })
+}
+
+fn kind_word(t: tar::EntryType) -> &'static str {
+    match t {
+        tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => "file",
+        tar::EntryType::Directory => "directory",
+        tar::EntryType::Symlink => "symlink",
+        tar::EntryType::Link => "hard link",
+        tar::EntryType::Char => "character device",
+        tar::EntryType::Block => "block device",
+        tar::EntryType::Fifo => "fifo",
+        _ => "special entry",
+    }
+}
+
+/// The last component of a local source: what its copy is called.
+fn root_name(src: &Path) -> Result<OsString, CopyError> {
+    match src.components().next_back() {
+        Some(Component::Normal(n)) => Ok(n.to_owned()),
+        _ => Err(CopyError::NoName { path: src.display().to_string() }),
+    }
+}
+
+fn check_kind(path: &Path, meta: &std::fs::Metadata) -> Result<(), CopyError> {
+    let t = meta.file_type();
+    if t.is_file() || t.is_dir() || t.is_symlink() {
+        return Ok(());
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let what = if t.is_fifo() {
+        "fifo"
+    } else if t.is_socket() {
+        "socket"
+    } else {
+        "device node"
+    };
+    Err(CopyError::LocalKind { path: path.to_owned(), what })
+}
+
+/// Writes a tar of `src` (not following symlinks), rooted at `root`.
+fn send_tree(src: &Path, root: &OsStr, w: io::PipeWriter) -> io::Result<CopyOutcome> {
+    // Headers and padding are small writes: gathered, a pipe's worth at a time.
+    let mut b = tar::Builder::new(io::BufWriter::with_capacity(PIPE_CAPACITY, w));
+    let mut outcome = CopyOutcome::default();
+    let mut pending = vec![(src.to_owned(), PathBuf::from(root))];
+    while let Some((path, name)) = pending.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        check_kind(&path, &meta).map_err(io::Error::other)?;
+        let mut h = tar::Header::new_gnu();
+        h.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+        h.set_mode(meta.mode() & KEPT_MODE);
+        outcome.entries += 1;
+        let t = meta.file_type();
+        if t.is_symlink() {
+            h.set_size(0);
+            b.append_link(&mut h, &name, std::fs::read_link(&path)?)?;
+        } else if t.is_dir() {
+            h.set_size(0);
+            b.append_data(&mut h, &name, io::empty())?;
+            for child in std::fs::read_dir(&path)? {
+                let child = child?;
+                pending.push((child.path(), name.join(child.file_name())));
+            }
+        } else {
+            let file = std::fs::File::open(&path)?;
+            // The size is the file's now: one that grows while it is sent
+            // is cut there, one that shrinks fails the copy.
+            h.set_size(file.metadata()?.len());
+            outcome.bytes += h.size()?;
+            b.append_data(&mut h, &name, file)?;
+        }
+    }
+    b.into_inner()?.flush()?;
+    Ok(outcome)
+}
+
+/// Where a copy out lands: the directory to write in and the name its
+/// root takes there (`None`: the name the box's tar gives it).
+fn destination(dst: &Path) -> Result<(PathBuf, Option<OsString>), CopyError> {
+    if dst.is_dir() {
+        return Ok((dst.to_owned(), None));
+    }
+    let trailing = dst.as_os_str().as_bytes().ends_with(b"/");
+    let name = match dst.components().next_back() {
+        Some(Component::Normal(n)) if !trailing => n.to_owned(),
+        _ => return Err(CopyError::NoLocalDir { path: dst.to_owned() }),
+    };
+    let parent = match dst.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(CopyError::NoLocalDir { path: parent });
+    }
+    Ok((parent, Some(name)))
+}
+
+/// Writes the tar on `r` under `parent`, its root renamed `name`, checking
+/// every entry first.
+fn extract(r: io::PipeReader, parent: &Path, name: Option<&OsStr>) -> io::Result<CopyOutcome> {
+    let base: OwnedFd = std::fs::File::open(parent)?.into();
+    let mut x = Extractor {
+        base,
+        name: name.map(OsStr::to_owned),
+        archive_root: None,
+        files: HashSet::new(),
+        dirs: Vec::new(),
+        outcome: CopyOutcome::default(),
+    };
+    // Headers are 512-byte reads: read a pipe's worth at a time.
+    let mut archive = tar::Archive::new(io::BufReader::with_capacity(PIPE_CAPACITY, r));
+    for entry in archive.entries()? {
+        x.entry(entry?)?;
+    }
+    // Deepest first, so a read-only directory is closed after its contents.
+    for (rel, mode, mtime) in std::mem::take(&mut x.dirs).into_iter().rev() {
+        let fd = x.open_dir(&rel)?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
+        rustix::fs::futimens(&fd, &times(mtime))?;
+    }
+    // Anything after the archive's end (tar's padding) is read so the box's
+    // tar ends cleanly.
+    io::copy(&mut archive.into_inner(), &mut io::sink())?;
+    Ok(x.outcome)
+}
+
+fn refused(what: String) -> io::Error {
+    io::Error::other(CopyError::Refused(what))
+}
+
+fn times(mtime: u64) -> Timestamps {
+    let t = rustix::fs::Timespec { tv_sec: mtime.min(i64::MAX as u64) as i64, tv_nsec: 0 };
+    Timestamps { last_access: t, last_modification: t }
+}
+
+struct Extractor {
+    /// The destination's parent, opened once: every path is resolved from it.
+    base: OwnedFd,
+    /// What the root is called here; `None`: its name in the archive.
+    name: Option<OsString>,
+    /// The first entry's first component: every entry must be under it.
+    archive_root: Option<OsString>,
+    /// Regular files this copy wrote, the only targets a hard link may name.
+    files: HashSet<Vec<OsString>>,
+    dirs: Vec<(Vec<OsString>, u32, u64)>,
+    outcome: CopyOutcome,
+}
+
+impl Extractor {
+    /// An archive path as components under the destination, or a refusal.
+    fn map(&mut self, raw: &Path) -> io::Result<Vec<OsString>> {
+        let mut parts = Vec::new();
+        for c in raw.components() {
+            match c {
+                Component::Normal(n) => parts.push(n.to_owned()),
+                Component::CurDir => {}
+                Component::ParentDir => return Err(refused(format!("{} climbs out with ..", raw.display()))),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(refused(format!("{} is an absolute path", raw.display())));
+                }
+            }
+        }
+        let Some(first) = parts.first().cloned() else {
+            return Err(refused(format!("{:?} names nothing", raw.display().to_string())));
+        };
+        match &self.archive_root {
+            None => self.archive_root = Some(first),
+            Some(root) if *root == first => {}
+            Some(root) => {
+                return Err(refused(format!(
+                    "{} is outside {} (the path that was asked for)",
+                    raw.display(),
+                    root.to_string_lossy()
+                )));
+            }
+        }
+        if let Some(name) = &self.name {
+            parts[0] = name.clone();
+        }
+        Ok(parts)
+    }
+
+    /// Opens the directory at `rel` under the base, never through a symlink.
+    fn open_dir(&self, rel: &[OsString]) -> io::Result<OwnedFd> {
+        let mut dir = rustix::io::dup(&self.base)?;
+        for c in rel {
+            dir = open_child_dir(dir.as_fd(), c, false)?;
+        }
+        Ok(dir)
+    }
+
+    /// The directory holding `rel`'s last component, made as needed.
+    fn parent_of(&self, rel: &[OsString]) -> io::Result<OwnedFd> {
+        let mut dir = rustix::io::dup(&self.base)?;
+        for c in &rel[..rel.len() - 1] {
+            dir = open_child_dir(dir.as_fd(), c, true).map_err(|e| {
+                let through = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].map(|n| Some(n.raw_os_error()));
+                if through.contains(&e.raw_os_error()) {
+                    refused(format!("{} would be written through a symlink or a file", show(rel)))
+                } else {
+                    e
+                }
+            })?;
+        }
+        Ok(dir)
+    }
+
+    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> io::Result<()> {
+        let kind = entry.header().entry_type();
+        if matches!(kind, tar::EntryType::XGlobalHeader | tar::EntryType::XHeader) {
+            return Ok(());
+        }
+        let raw = entry.path()?.into_owned();
+        let rel = self.map(&raw)?;
+        let mode = entry.header().mode()? & KEPT_MODE;
+        let mtime = entry.header().mtime()?;
+        let dir = self.parent_of(&rel)?;
+        let last = rel.last().expect("mapped paths are not empty");
+        match kind {
+            tar::EntryType::Directory => {
+                match rustix::fs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
+                    // Never a file of the caller's replaced by a directory.
+                    Ok(_) => return Err(io::Error::other(CopyError::NotADir { path: PathBuf::from_iter(&rel) })),
+                    Err(rustix::io::Errno::NOENT) => rustix::fs::mkdirat(&dir, last, Mode::from_raw_mode(0o700))?,
+                    Err(e) => return Err(e.into()),
+                }
+                self.files.remove(&rel);
+                self.dirs.push((rel, mode, mtime));
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
+                let file = self.fresh_file(&dir, last, &rel)?;
+                let mut file = std::fs::File::from(file);
+                self.outcome.bytes += copy_in_chunks(&mut entry, &mut file)?;
+                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+                rustix::fs::futimens(&file, &times(mtime))?;
+                self.files.insert(rel);
+            }
+            tar::EntryType::Symlink => {
+                let target = entry.link_name()?.ok_or_else(|| refused(format!("{} links to nothing", show(&rel))))?;
+                self.clear(&dir, last, &rel)?;
+                // A symlink is written as it is, pointing anywhere: nothing
+                // this copy writes later is ever written through one.
+                rustix::fs::symlinkat(target.as_ref(), &dir, last)?;
+                self.files.remove(&rel);
+                let _ = rustix::fs::utimensat(&dir, last, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
+            }
+            tar::EntryType::Link => {
+                let target = entry.link_name()?.ok_or_else(|| refused(format!("{} links to nothing", show(&rel))))?;
+                let target = self.map(&target)?;
+                if !self.files.contains(&target) {
+                    return Err(refused(format!(
+                        "{} is a hard link to {}, which is not a file this copy wrote",
+                        show(&rel),
+                        show(&target)
+                    )));
+                }
+                let from_dir = self.parent_of(&target)?;
+                let from = rustix::fs::openat(
+                    &from_dir,
+                    target.last().expect("mapped paths are not empty"),
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+                let mut from = std::fs::File::from(from);
+                let meta = from.metadata()?;
+                let mut file = std::fs::File::from(self.fresh_file(&dir, last, &rel)?);
+                self.outcome.bytes += io::copy(&mut from, &mut file)?;
+                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & KEPT_MODE))?;
+                rustix::fs::futimens(&file, &times(meta.mtime().max(0) as u64))?;
+                self.files.insert(rel);
+            }
+            other => {
+                return Err(refused(format!(
+                    "{} is a {}; only files, directories and symlinks are written here",
+                    show(&rel),
+                    kind_word(other)
+                )));
+            }
+        }
+        self.outcome.entries += 1;
+        Ok(())
+    }
+
+    /// Removes what is at `last` unless it is a directory (which is refused).
+    fn clear(&self, dir: &OwnedFd, last: &OsStr, rel: &[OsString]) -> io::Result<()> {
+        match rustix::fs::statat(dir, last, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+                let path = PathBuf::from_iter(rel);
+                Err(io::Error::other(CopyError::DirInTheWay { path }))
+            }
+            Ok(_) => Ok(rustix::fs::unlinkat(dir, last, AtFlags::empty())?),
+            Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A new, empty file at `last`, created exclusively (never opening
+    /// what was there: a symlink there is removed, not followed).
+    fn fresh_file(&self, dir: &OwnedFd, last: &OsStr, rel: &[OsString]) -> io::Result<OwnedFd> {
+        self.clear(dir, last, rel)?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        Ok(rustix::fs::openat(dir, last, flags, Mode::from_raw_mode(0o600))?)
+    }
+}
+
+/// Opens directory `name` in `dir` without following a symlink, making it
+/// (owner-only until its own mode is set) when `make` and it is missing.
+fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr, make: bool) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Err(rustix::io::Errno::NOENT) if make => {
+            rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))?;
+            Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// `io::copy` with chunks of a pipe's size rather than 8 KiB: a fraction
+/// of the system calls for a big file.
+fn copy_in_chunks(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
+    let mut buf = vec![0u8; PIPE_CAPACITY];
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
+fn show(rel: &[OsString]) -> String {
+    PathBuf::from_iter(rel).display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_of(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        build(&mut b);
+        b.into_inner().unwrap()
+    }
+
+    /// Extracts `bytes` through a real pipe, as a box's tar arrives.
+    fn extract_bytes(bytes: Vec<u8>, parent: &Path, name: Option<&str>) -> io::Result<CopyOutcome> {
+        let (r, mut w) = io::pipe().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = w.write_all(&bytes);
+        });
+        let got = extract(r, parent, name.map(OsStr::new));
+        writer.join().unwrap();
+        got
+    }
+
+    fn file(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, body: &[u8]) {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(body.len() as u64);
+        h.set_mode(mode);
+        h.set_mtime(1_000_000);
+        b.append_data(&mut h, path, body).unwrap();
+    }
+
+    #[test]
+    fn routes_name_exactly_one_box() {
+        let r = CopyRoute::parse("./a:b", "box-1:/tmp/").unwrap();
+        assert_eq!((r.direction, r.box_path.as_str(), r.local), (Direction::In, "/tmp/", Some("./a:b".into())));
+        let r = CopyRoute::parse("box-1:/etc/x", "-").unwrap();
+        assert_eq!((r.direction, r.local), (Direction::Out, None));
+        assert!(matches!(CopyRoute::parse("a", "b"), Err(CopyError::NoBox { .. })));
+        assert!(matches!(CopyRoute::parse("box-1:/a", "box-2:/b"), Err(CopyError::TwoBoxes { .. })));
+    }
+
+    #[test]
+    fn a_setuid_file_arrives_without_the_bit_and_keeps_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = tar_of(|b| file(b, "x", 0o4755, b"hi"));
+        extract_bytes(bytes, dir.path(), Some("y")).unwrap();
+        let meta = std::fs::metadata(dir.path().join("y")).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o755);
+        assert_eq!(meta.mtime(), 1_000_000);
+    }
+
+    #[test]
+    fn paths_outside_the_root_are_refused() {
+        for bad in ["../evil", "/etc/evil"] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut h = tar::Header::new_gnu();
+            h.set_size(1);
+            h.set_entry_type(tar::EntryType::Regular);
+            // set_path refuses these, so the raw name field is written, as
+            // a hostile tar would.
+            h.as_old_mut().name[..bad.len()].copy_from_slice(bad.as_bytes());
+            h.set_cksum();
+            let mut bytes = h.as_bytes().to_vec();
+            bytes.extend_from_slice(&[b'x'; 512]);
+            bytes.extend_from_slice(&[0; 1024]);
+            let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
+            assert!(err.to_string().contains("refused the box's tar"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn nothing_is_written_through_a_symlink_the_tar_planted() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let bytes = tar_of(|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(0);
+            h.set_mode(0o755);
+            b.append_data(&mut h, "t", io::empty()).unwrap();
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Symlink);
+            h.set_size(0);
+            h.set_mode(0o777);
+            b.append_link(&mut h, "t/l", outside.path()).unwrap();
+            file(b, "t/l/pwned", 0o644, b"x");
+        });
+        let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
+        assert!(err.to_string().contains("through a symlink"), "{err}");
+        assert!(!outside.path().join("pwned").exists());
+    }
+
+    #[test]
+    fn a_file_of_the_caller_is_never_replaced_by_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep"), "mine").unwrap();
+        let bytes = tar_of(|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(0);
+            h.set_mode(0o755);
+            b.append_data(&mut h, "x", io::empty()).unwrap();
+        });
+        let err = extract_bytes(bytes, dir.path(), Some("keep")).unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("keep")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn stat_lines_are_read() {
+        let e = parse_stat_line("81a4 12 1700000000 a b").unwrap();
+        assert_eq!((e.name.as_str(), e.kind, e.size, e.mode, e.mtime), ("a b", "file", 12, 0o644, 1_700_000_000));
+        assert_eq!(parse_stat_line("41ed 0 1 d").unwrap().kind, "dir");
+    }
+}

@@ -1,0 +1,203 @@
+//! `tinybox mcp` live: a scripted JSON-RPC session over the server's stdio,
+//! as an MCP client speaks it, against namespace and docker: initialize,
+//! list tools, create, run, write and read a file, inspect, remove; a
+//! request over the operator's ceiling, a box the server did not make and
+//! malformed arguments are answered as errors and the server keeps serving.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tinybox_tests::{Cli, KillOnDrop, have, skip};
+
+const GUARD: Duration = Duration::from_secs(120);
+
+/// One server and the client end of its stdio.
+struct Session {
+    child: KillOnDrop,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Session {
+    fn start(cli: &Cli, flags: &[&str]) -> Session {
+        let mut args = vec!["mcp"];
+        args.extend_from_slice(flags);
+        let mut child =
+            cli.cmd(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Session { child: KillOnDrop(child), stdin, lines, next_id: 1 }
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns its response (skipping notifications).
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        loop {
+            let line =
+                self.lines.recv_timeout(GUARD).unwrap_or_else(|_| panic!("no answer to {method} within {GUARD:?}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout: {line}: {e}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    /// Calls a tool; returns (is_error, text).
+    fn tool(&mut self, name: &str, arguments: Value) -> (bool, String) {
+        let v = self.call("tools/call", json!({ "name": name, "arguments": arguments }));
+        let result = &v["result"];
+        assert!(result.is_object(), "{name}: not a tool result: {v}");
+        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
+        (result["isError"] == json!(true), text)
+    }
+
+    fn tool_ok(&mut self, name: &str, arguments: Value) -> Value {
+        let (err, text) = self.tool(name, arguments);
+        assert!(!err, "{name}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: not JSON: {text}: {e}"))
+    }
+
+    /// Closes stdin and waits for the server to end by itself.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = std::time::Instant::now() + GUARD;
+        loop {
+            if let Some(status) = self.child.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "the server did not end after stdin closed");
+            // Bounded poll for the child's end; nothing to wait on but it.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
+    let mut s = Session::start(cli, flags);
+    let init = s.call(
+        "initialize",
+        json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } }),
+    );
+    let instructions = init["result"]["instructions"].as_str().unwrap_or_default().to_owned();
+    assert!(instructions.contains("untrusted code") && instructions.contains("no network"), "{init}");
+    s.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+
+    let tools = s.call("tools/list", json!({}));
+    let mut names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["create_box", "inspect_box", "list_boxes", "read_file", "remove_box", "run", "write_file"]);
+    let create = tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "create_box").unwrap();
+    assert!(create["description"].as_str().unwrap().contains(&format!("sandbox {expect_sandbox}")), "{create}");
+
+    // Over the ceiling: refused as a tool error, in one line.
+    let (err, text) = s.tool("create_box", json!({ "ttl_secs": 999_999 }));
+    assert!(err && text.starts_with("tinybox: ttl_secs 999999 is over this server's ceiling"), "{text}");
+    let (err, text) = s.tool("create_box", json!({ "network": "egress" }));
+    assert!(err && text.contains("network egress is not allowed"), "{text}");
+    let (err, text) = s.tool("create_box", json!({ "pids": 100_000 }));
+    assert!(err && text.contains("pids 100000 is over"), "{text}");
+
+    let made = s.tool_ok("create_box", json!({ "ttl_secs": 600, "pids": 128 }));
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(made["sandbox"], expect_sandbox);
+    assert_eq!(made["network"], "denied");
+    assert_eq!(made["limits"]["pids"], 128);
+    assert_eq!(made["suitable_for_untrusted_code"], true);
+
+    let ran = s.tool_ok(
+        "run",
+        json!({ "box": id, "argv": ["sh", "-c", "read x; echo got $x; echo oops >&2; exit 3"], "stdin": "in\n" }),
+    );
+    assert_eq!(
+        (ran["exit_code"].clone(), ran["stdout"].clone(), ran["stderr"].clone()),
+        (json!(3), json!("got in\n"), json!("oops\n"))
+    );
+    // Output past the bound is cut and marked.
+    let big = s.tool_ok("run", json!({ "box": id, "argv": ["sh", "-c", "yes | head -c 200000"] }));
+    assert_eq!((big["stdout"].as_str().unwrap().len(), big["stdout_truncated"].clone()), (64 * 1024, json!(true)));
+    let slow = s.tool_ok("run", json!({ "box": id, "argv": ["sleep", "30"], "timeout_secs": 1 }));
+    assert_eq!(slow["timed_out"], true);
+
+    s.tool_ok("write_file", json!({ "box": id, "path": "note.txt", "content": "from the agent\n" }));
+    let read = s.tool_ok("read_file", json!({ "box": id, "path": "note.txt" }));
+    assert_eq!(read["content"], "from the agent\n");
+    let seen = s.tool_ok("run", json!({ "box": id, "argv": ["cat", "note.txt"] }));
+    assert_eq!(seen["stdout"], "from the agent\n");
+    let (err, text) = s.tool("read_file", json!({ "box": id, "path": "/no/such" }));
+    assert!(err && text.contains(&format!("box {id} has no /no/such")), "{text}");
+
+    let inspected = s.tool_ok("inspect_box", json!({ "box": id }));
+    assert_eq!(inspected["state"], "ready");
+    assert_eq!(inspected["isolation"], made["isolation"]);
+    let listed = s.tool_ok("list_boxes", json!({}));
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+
+    // A box the server did not make is out of reach.
+    let other = cli.create(&["--sandbox", "passthrough"]);
+    let (err, text) = s.tool("run", json!({ "box": other, "argv": ["true"] }));
+    assert!(err && text.contains("not one this MCP server made"), "{text}");
+    // Malformed arguments: an error answer, and the server goes on.
+    let (err, text) = s.tool("run", json!({ "box": id }));
+    assert!(err && text.contains("argv"), "{text}");
+    let (err, _) = s.tool("run", json!({ "box": 7, "argv": "ls" }));
+    assert!(err);
+    let bad = s.call("tools/call", json!({ "name": "no_such_tool", "arguments": {} }));
+    assert!(bad["error"].is_object() || bad["result"]["isError"] == json!(true), "{bad}");
+
+    s.tool_ok("remove_box", json!({ "box": id }));
+    let (err, _) = s.tool("inspect_box", json!({ "box": id }));
+    assert!(err, "a removed box is gone");
+
+    // A box left behind goes with the server.
+    let left = s.tool_ok("create_box", json!({}))["id"].as_str().unwrap().to_owned();
+    assert!(s.finish().success());
+    let (_, out, _) = cli.run(&["ls"]);
+    assert!(!out.split_whitespace().any(|w| w == left), "{left} outlived its server: {out}");
+    cli.run(&["rm", &other]);
+}
+
+#[test]
+fn an_mcp_client_drives_namespace_boxes() {
+    if !have("bwrap") {
+        return skip(
+            "mcp::an_mcp_client_drives_namespace_boxes",
+            "bwrap is not installed (apt-get install bubblewrap)",
+        );
+    }
+    let cli = Cli::new();
+    session_round(&cli, &["--sandbox", "namespace"], "namespace");
+}
+
+#[test]
+fn an_mcp_client_drives_docker_boxes() {
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip("mcp::an_mcp_client_drives_docker_boxes", &why);
+    }
+    let ns = tinybox_tests::docker::Namespace::new("mcp");
+    let cli = Cli::new();
+    // The store's docker namespace is the test's, so its cleanup finds what was made.
+    std::fs::write(cli.home.path().join("config.json"), json!({ "namespace": ns.name }).to_string()).unwrap();
+    session_round(&cli, &["--sandbox", "docker"], "docker");
+}
