@@ -14,7 +14,9 @@ pub const SEED_VAR: &str = "TINYBOX_CHAOS_SEED";
 /// Printed by the caller with the way to replay it.
 pub fn seed() -> u64 {
     match std::env::var(SEED_VAR) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{SEED_VAR}={v:?} is not a number; give an unsigned integer")),
+        Ok(v) => {
+            v.trim().parse().unwrap_or_else(|_| panic!("{SEED_VAR}={v:?} is not a number; give an unsigned integer"))
+        }
         Err(_) => {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             // Small enough to read and type back.
@@ -73,7 +75,9 @@ pub enum Injected {
 impl Injected {
     pub fn label(&self) -> String {
         match self {
-            Injected::Killed { after, processes } => format!("killed at {} ms ({processes} processes)", after.as_millis()),
+            Injected::Killed { after, processes } => {
+                format!("killed at {} ms ({processes} processes)", after.as_millis())
+            }
             Injected::Finished { code, .. } => format!("finished first (exit {code:?})"),
         }
     }
@@ -84,7 +88,8 @@ impl Injected {
 /// ended, except the long-lived ones a box is made of (QEMU, passt), which
 /// the checks that follow count instead.
 pub fn kill_cli_at(mut cmd: Command, at: Duration, guard: Duration) -> Injected {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn tinybox");
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn tinybox");
     let start = Instant::now();
     let mut tree = Tree::new(child.id());
     loop {
@@ -110,7 +115,8 @@ pub fn kill_cli_at(mut cmd: Command, at: Duration, guard: Duration) -> Injected 
 /// start (if one runs then), and waits (bounded) for the command to end.
 /// Returns whether a driver was killed, the command's exit code and stderr.
 pub fn kill_driver_at(mut cmd: Command, driver: &str, at: Duration, guard: Duration) -> (bool, Option<i32>, String) {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn tinybox");
+    let mut child =
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn tinybox");
     let start = Instant::now();
     let name = format!("tinybox-driver-{driver}");
     // comm holds at most 15 bytes of the name.
@@ -165,7 +171,9 @@ impl Tree {
         while grew {
             grew = false;
             for (pid, parent) in parents() {
-                if self.seen.contains(&parent) && !LONG_LIVED.iter().any(|n| comm(pid).is_some_and(|c| c.starts_with(n))) {
+                if self.seen.contains(&parent)
+                    && !LONG_LIVED.iter().any(|n| comm(pid).is_some_and(|c| c.starts_with(n)))
+                {
                     grew |= self.seen.insert(pid);
                 }
             }

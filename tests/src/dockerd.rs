@@ -102,6 +102,10 @@ impl PrivateDaemon {
     pub fn crash_and_restart(&mut self) -> Result<(), String> {
         self.kill();
         self.kill_leftovers();
+        // A killed containerd becomes init's zombie until reaped, and a new
+        // dockerd that finds its pid file alive waits for it for good.
+        let _ = std::fs::remove_file(self.dir.path().join("exec/containerd/containerd.pid"));
+        let _ = std::fs::remove_file(self.dir.path().join("d.pid"));
         self.launch()
     }
 

@@ -63,7 +63,8 @@ pub fn run_ok(world: &dyn World, args: &[&str]) -> String {
 
 /// The store's records: (id, phase).
 pub fn records(world: &dyn World) -> Vec<(String, String)> {
-    let listing: serde_json::Value = serde_json::from_str(&run_ok(world, &["--json", "ls"])).expect("ls --json is JSON");
+    let listing: serde_json::Value =
+        serde_json::from_str(&run_ok(world, &["--json", "ls"])).expect("ls --json is JSON");
     listing
         .as_array()
         .expect("ls --json is a list")
@@ -109,8 +110,11 @@ pub fn check_and_clean(world: &dyn World, label: &str, baseline: &[(&'static str
 /// returns its arguments), then `tinybox ARGS` is killed at each point.
 pub struct Operation<W> {
     pub name: &'static str,
-    pub prepare: Box<dyn Fn(&W) -> Vec<String>>,
+    pub prepare: Prepare<W>,
 }
+
+/// Makes what an operation works on; returns the operation's arguments.
+pub type Prepare<W> = Box<dyn Fn(&W) -> Vec<String>>;
 
 /// Measures `op` once (uninterrupted), then kills it at `n` seeded points
 /// spread over that time, checking and cleaning after each. Returns how

@@ -474,9 +474,7 @@ async fn a_failed_check_removes_the_workspace_the_probe_made() {
 #[tokio::test]
 async fn destroy_of_an_interrupted_create_finds_its_workspace_and_cgroups_by_name() {
     let cgroup = "/sys/fs/cgroup/pids/x/tinybox.abc.ns1.box-0\n";
-    let host = FakeHost::new()
-        .on(|a| a[3] == "tinybox-cgroup-find", Reply::ok(cgroup))
-        .otherwise(Reply::ok(""));
+    let host = FakeHost::new().on(|a| a[3] == "tinybox-cgroup-find", Reply::ok(cgroup)).otherwise(Reply::ok(""));
     let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
     destroy(&host, &site_with_state(), interrupted.clone()).await.unwrap();
     let argvs = host.argvs();

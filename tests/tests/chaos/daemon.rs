@@ -34,8 +34,13 @@ fn dockerd_crashed_and_restarted_mid_operation() {
         };
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
         let at = Duration::from_millis(100 + rng.next_u64() % 300);
-        let mut cli = world.cmd(&argv).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped()).spawn().expect("spawn tinybox");
+        let mut cli = world
+            .cmd(&argv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tinybox");
         let start = Instant::now();
         while start.elapsed() < at && cli.try_wait().expect("wait").is_none() {
             std::thread::sleep(Duration::from_millis(2));

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tinybox_tests::Cli;
 use tinybox_tests::docker::{self, Namespace};
 
-use crate::{Operation, World, interrupt, interrupt_driver, rng, run_ok, store};
+use crate::{Operation, Prepare, World, interrupt, interrupt_driver, rng, run_ok, store};
 
 /// A store whose boxes live in one docker namespace, on the shared daemon
 /// or on a daemon of the suite's own (`docker_host`).
@@ -41,7 +41,8 @@ impl Docker {
 
     /// (name, state) of every container of the namespace.
     fn containers(&self) -> Vec<(String, String)> {
-        let (code, out, err) = self.docker(&["ps", "-a", "--filter", &self.label(), "--format", "{{.Names}} {{.State}}"]);
+        let (code, out, err) =
+            self.docker(&["ps", "-a", "--filter", &self.label(), "--format", "{{.Names}} {{.State}}"]);
         assert_eq!(code, 0, "docker ps: {err}");
         out.lines().filter_map(|l| l.split_once(' ')).map(|(n, s)| (n.to_owned(), s.to_owned())).collect()
     }
@@ -59,7 +60,8 @@ impl Docker {
 
     /// `create` arguments for a box of this namespace.
     pub fn create_args(&self, extra: &[&str]) -> Vec<String> {
-        let mut v: Vec<String> = ["create", "--sandbox", "docker", "--namespace", &self.ns.name].map(String::from).into();
+        let mut v: Vec<String> =
+            ["create", "--sandbox", "docker", "--namespace", &self.ns.name].map(String::from).into();
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     }
@@ -113,7 +115,7 @@ macro_rules! need_docker {
 
 /// Each docker operation of the suite, with what it needs made first.
 fn operation(name: &'static str) -> Operation<Docker> {
-    let prepare: Box<dyn Fn(&Docker) -> Vec<String>> = match name {
+    let prepare: Prepare<Docker> = match name {
         "create" => Box::new(|d| d.create_args(&[])),
         "rm" => Box::new(|d| vec!["rm".into(), d.create(&[])]),
         "snapshot" => Box::new(|d| vec!["snapshot".into(), d.create(&[])]),

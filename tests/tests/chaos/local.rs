@@ -13,7 +13,7 @@ use tinybox_tests::Cli;
 use tinybox_tests::chaos::processes_named;
 use tinybox_tests::microvm::TCG;
 
-use crate::{Operation, World, interrupt, interrupt_driver, rng, run_ok, store};
+use crate::{Operation, Prepare, World, interrupt, interrupt_driver, rng, run_ok, store};
 
 /// The entries of `dir` (none when it does not exist).
 fn entries(dir: &Path) -> Vec<String> {
@@ -95,7 +95,7 @@ impl World for Namespace {
 }
 
 fn namespace_op(name: &'static str) -> Operation<Namespace> {
-    let prepare: Box<dyn Fn(&Namespace) -> Vec<String>> = match name {
+    let prepare: Prepare<Namespace> = match name {
         "create" => Box::new(|w| w.create_args()),
         "rm" => Box::new(|w| vec!["rm".into(), w.create()]),
         other => unreachable!("no operation {other}"),
@@ -182,7 +182,7 @@ impl World for Microvm {
 }
 
 fn microvm_op(name: &'static str) -> Operation<Microvm> {
-    let prepare: Box<dyn Fn(&Microvm) -> Vec<String>> = match name {
+    let prepare: Prepare<Microvm> = match name {
         "create" => Box::new(|w| w.create_args()),
         "rm" => Box::new(|w| vec!["rm".into(), w.create()]),
         other => unreachable!("no operation {other}"),
