@@ -68,9 +68,9 @@ impl From<NetworkArg> for NetworkChoice {
 /// Where a box runs and what confines it.
 #[derive(Debug, Clone, Args)]
 pub struct PlacementArgs {
-    /// Host the workspace runs on: a configured name, or ssh:DEST.
-    #[arg(long, default_value = "local", value_name = "HOST")]
-    pub host: HostRef,
+    /// Host the workspace runs on: a configured name, or ssh:DEST (default: local).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<HostRef>,
     /// Sandbox that confines the workspace (default: the strongest healthy one installed).
     #[arg(long, value_name = "SANDBOX")]
     pub sandbox: Option<SandboxName>,
@@ -139,6 +139,12 @@ pub struct BoxArgs {
     /// A sandbox-specific create option: KEY=VALUE (repeatable); a sandbox that does not take KEY refuses it.
     #[arg(long = "option", value_parser = parse_option, value_name = "KEY=VALUE")]
     pub options: Vec<(String, String)>,
+    /// Take a ready box from this warm pool (`tinybox pool create`); flags left out are the pool's, and a request that differs from it is created cold.
+    #[arg(long, value_name = "NAME")]
+    pub pool: Option<String>,
+    /// With --pool: refuse rather than create cold when no matching box is ready.
+    #[arg(long, requires = "pool")]
+    pub pool_only: bool,
 }
 
 /// Environment every command in a box starts with.
@@ -154,7 +160,7 @@ impl BoxArgs {
     pub fn request(&self, env: &[(String, String)]) -> Result<CreateRequest, Error> {
         let p = &self.placement;
         Ok(CreateRequest {
-            host: Some(p.host.clone()),
+            host: p.host.clone(),
             sandbox: p.sandbox.clone(),
             runner_host: p.runner_host.clone(),
             runner_sandbox: p.runner_sandbox.clone(),
@@ -177,6 +183,8 @@ impl BoxArgs {
             env: env.iter().cloned().collect::<BTreeMap<_, _>>(),
             accel: self.accel.clone(),
             options: request::merge_options(self.options.iter().cloned(), None)?,
+            pool: self.pool.clone(),
+            pool_only: self.pool_only,
         })
     }
 }

@@ -38,8 +38,8 @@ enum Command {
     Exec(commands::exec::ExecCmd),
     /// Create a box, run one command in it, remove it.
     Run(commands::run::RunCmd),
-    /// List boxes.
-    Ls,
+    /// List boxes (`--all`: with those waiting in warm pools).
+    Ls(commands::ls::LsCmd),
     /// Show a box: placement, isolation, limits and network in force, state.
     Inspect(commands::inspect::InspectCmd),
     /// Remove boxes.
@@ -68,6 +68,12 @@ enum Command {
     Sync(commands::sync::SyncCmd),
     /// List installed drivers (`drivers ls`, the default) or check one's declared claims live (`drivers verify NAME`).
     Drivers(commands::drivers::DriversCmd),
+    /// Warm pools: boxes made ahead, handed out at once by `create --pool NAME`.
+    #[command(subcommand)]
+    Pool(commands::pool::PoolCmd),
+    /// The optional supervisor: reaps expired boxes, takes due snapshots, keeps pools full.
+    #[command(subcommand)]
+    Daemon(commands::daemon::DaemonCmd),
     /// Print a shell completion script.
     Completions(commands::completions::CompletionsCmd),
 }

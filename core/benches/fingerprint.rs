@@ -3,6 +3,8 @@
 //! repository); its size is written to TINYBOX_BENCH_OUT/fingerprint-tree.json
 //! so the report can turn time into MB/s and files/s.
 //! Run: cargo bench -p tinybox-core --bench fingerprint
+//! (`scan_and_hash_cached` is the same with a warm leaf cache, as an
+//! unchanged sync runs it.)
 
 use std::path::PathBuf;
 
@@ -23,8 +25,16 @@ fn fingerprint(c: &mut Criterion) {
     tree.fingerprint().expect("fingerprint");
     let mut group = c.benchmark_group("fingerprint");
     group.sample_size(10);
+    group.bench_function("scan", |b| b.iter(|| Tree::scan(&root).expect("scan")));
     group.bench_function("scan_and_hash", |b| {
         b.iter(|| Tree::scan(&root).expect("scan").fingerprint().expect("fingerprint"))
+    });
+    // What an unchanged sync does: scan, and hash only files whose metadata
+    // changed since the leaf cache was saved (none, once it is warm).
+    let cache = tempfile::tempdir().expect("a cache directory");
+    Tree::scan(&root).expect("scan").fingerprint_cached(cache.path()).expect("fill the cache");
+    group.bench_function("scan_and_hash_cached", |b| {
+        b.iter(|| Tree::scan(&root).expect("scan").fingerprint_cached(cache.path()).expect("fingerprint"))
     });
     group.finish();
 }

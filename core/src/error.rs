@@ -144,6 +144,10 @@ pub enum Error {
     /// The conformance kit could not start on a sandbox.
     #[error("{0}")]
     NotVerifiable(String),
+    #[error(transparent)]
+    Pool(#[from] crate::engine::PoolError),
+    #[error(transparent)]
+    Daemon(#[from] crate::supervisor::DaemonError),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -280,6 +284,10 @@ impl Error {
             Error::UnknownHost { .. } => ErrorKind::UnknownHost,
             Error::BoxNotReady { .. } => ErrorKind::NotReady,
             Error::Io { .. } => ErrorKind::Io,
+            Error::Pool(crate::engine::PoolError::Empty { .. }) => ErrorKind::Unavailable,
+            Error::Pool(_) => ErrorKind::Invalid,
+            Error::Daemon(crate::supervisor::DaemonError::Io { .. }) => ErrorKind::Io,
+            Error::Daemon(_) => ErrorKind::Unavailable,
         }
     }
 }

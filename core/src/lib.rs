@@ -18,6 +18,7 @@ pub mod model;
 pub mod paths;
 pub mod request;
 pub mod store;
+pub mod supervisor;
 pub mod sync;
 pub mod trust;
 

@@ -20,6 +20,7 @@ use tinybox_sdk::model::{
 };
 
 use crate::Tinybox;
+use crate::engine::PoolError;
 use crate::error::{Error, Result};
 use crate::hosts::HostRef;
 use crate::model::{BoxInfo, BoxSpec, Lifecycle, Placement};
@@ -226,6 +227,13 @@ pub struct CreateRequest {
     /// Sandbox-specific create options; the gate refuses a name the sandbox did not declare.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// Take a ready box from this warm pool when the request matches the
+    /// pool's (ttl and env are the taker's); otherwise create cold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// With `pool`: refuse rather than create cold.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pool_only: bool,
 }
 
 /// Which sandbox core picked for a request that named none, and why.
@@ -251,6 +259,8 @@ pub struct Created {
     pub info: BoxInfo,
     pub choice: Option<SandboxChoice>,
     pub warnings: Vec<String>,
+    /// Set when the request asked for a pool: what it got from it.
+    pub pool: Option<crate::engine::PoolOutcome>,
 }
 
 /// What a caller must hear about a new box: a box for untrusted code
@@ -285,7 +295,7 @@ impl CreateRequest {
         self.untrusted.then_some(IsolationLevel::UNTRUSTED_FLOOR)
     }
 
-    fn lifecycle(&self) -> Result<Lifecycle, RequestError> {
+    pub(crate) fn lifecycle(&self) -> Result<Lifecycle, RequestError> {
         let persistent = match (self.persistent, self.autosnapshot_secs) {
             (Some(false), Some(_)) => return Err(RequestError::AutosnapshotNotPersistent),
             (Some(true), _) | (None, Some(_)) => true,
@@ -462,11 +472,41 @@ impl Tinybox {
 
     /// Creates the box a request describes: [`Tinybox::plan_create`], then
     /// [`Tinybox::create`].
+    ///
+    /// A request naming a pool takes a ready box from it when it matches
+    /// the pool's, at the cost of one record change; otherwise (unless
+    /// `pool_only`) it creates cold from the pool's request with the
+    /// caller's fields laid over it, and says why.
     pub async fn create_requested(&self, request: &CreateRequest) -> Result<Created> {
-        let plan = self.plan_create(request).await?;
+        let Some(name) = &request.pool else {
+            let plan = self.plan_create(request).await?;
+            let info = self.create(plan.spec).await?;
+            let warnings = warnings(&info);
+            return Ok(Created { info, choice: plan.choice, warnings, pool: None });
+        };
+        let outcome = match self.pool_take(name, request)? {
+            Ok((info, left)) => {
+                let warnings = warnings(&info);
+                return Ok(Created {
+                    info,
+                    choice: None,
+                    warnings,
+                    pool: Some(crate::engine::PoolOutcome::Taken { pool: name.clone(), left }),
+                });
+            }
+            Err(outcome) => outcome,
+        };
+        if request.pool_only {
+            return Err(match outcome {
+                crate::engine::PoolOutcome::Differs { pool, fields } => PoolError::Differs { pool, fields },
+                _ => PoolError::Empty { pool: name.clone() },
+            }
+            .into());
+        }
+        let plan = self.plan_create(&self.pool_request(name, request)?).await?;
         let info = self.create(plan.spec).await?;
         let warnings = warnings(&info);
-        Ok(Created { info, choice: plan.choice, warnings })
+        Ok(Created { info, choice: plan.choice, warnings, pool: Some(outcome) })
     }
 }
 

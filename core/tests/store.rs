@@ -189,10 +189,12 @@ fn a_document_from_an_older_build_loads_and_never_expires() {
     assert_eq!(b.spec.namespace, "default");
     assert!(!b.is_expired(u64::MAX), "a box with no creation time must never expire");
 
-    // The next write upgrades the document without losing the old box.
+    // The next write moves the store to one file per box (layout version
+    // 2) without losing the old box.
     assert_eq!(insert_new(&store, &mut record_for).unwrap(), id("box-1"));
     let written: serde_json::Value = serde_json::from_slice(&fs::read(store.path()).unwrap()).unwrap();
-    assert_eq!(written["version"], 1);
+    assert_eq!(written["version"], 2);
+    assert!(dir.path().join("boxes/box-0.json").is_file());
     assert_eq!(store.get(&id("box-0")).unwrap().as_ref(), Some(b));
 }
 

@@ -119,9 +119,9 @@ fn sixteen_processes_creating_twenty_boxes_each_get_distinct_ids() {
     }
 
     let text = fs::read(dir.path().join("boxes.json")).unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&text).expect("the document parses");
-    assert_eq!(doc["version"], 1);
-    assert_eq!(doc["boxes"].as_array().map(Vec::len), Some(PROCESSES * CREATES_EACH));
+    let doc: serde_json::Value = serde_json::from_slice(&text).expect("the marker parses");
+    assert_eq!(doc["version"], 2);
+    assert_eq!(records(dir.path()).len(), PROCESSES * CREATES_EACH, "one record file per box");
 
     let boxes = FileStore::open(dir.path()).unwrap().list().unwrap();
     let ids: BTreeSet<String> = boxes.iter().map(|b| b.id.to_string()).collect();
@@ -132,12 +132,38 @@ fn sixteen_processes_creating_twenty_boxes_each_get_distinct_ids() {
     assert_eq!(ids, expected);
 }
 
+/// Every box record file's name and bytes, each checked to be a whole record.
+fn records(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let Ok(entries) = fs::read_dir(dir.join("boxes")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        match fs::read(entry.path()) {
+            Ok(bytes) => {
+                // Even without the lock a reader sees a whole record: each
+                // is only ever replaced by rename.
+                let parsed = serde_json::from_slice::<BoxInfo>(&bytes);
+                assert!(parsed.is_ok(), "partial record {name} observed: {parsed:?}");
+                out.push((name, bytes));
+            }
+            // Removed between the listing and the read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("read {name}: {e}"),
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
-fn a_writer_killed_at_any_point_leaves_a_whole_document() {
+fn a_writer_killed_at_any_point_leaves_whole_records() {
     let dir = tempfile::tempdir().unwrap();
-    let doc = dir.path().join("boxes.json");
     for round in 0..CRASH_ROUNDS {
-        let mut last = fs::read(&doc).ok();
+        let mut last = records(dir.path());
         let mut child = ChildGuard::spawn(dir.path(), "churn");
         // Vary how far the writer gets, so the kill lands at different
         // points of its insert/update/remove cycle.
@@ -149,19 +175,10 @@ fn a_writer_killed_at_any_point_leaves_a_whole_document() {
             if let Some(status) = child.child().try_wait().unwrap() {
                 panic!("round {round}: writer exited on its own ({status}) instead of churning");
             }
-            match fs::read(&doc) {
-                Ok(bytes) => {
-                    // Even without the lock a reader sees a whole document:
-                    // it is only ever replaced by rename.
-                    let parsed = serde_json::from_slice::<serde_json::Value>(&bytes);
-                    assert!(parsed.is_ok(), "round {round}: partial document observed: {parsed:?}");
-                    if last.as_deref() != Some(&bytes[..]) {
-                        seen += 1;
-                        last = Some(bytes);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => panic!("read {}: {e}", doc.display()),
+            let now = records(dir.path());
+            if now != last {
+                seen += 1;
+                last = now;
             }
             std::thread::yield_now();
         }
@@ -176,7 +193,7 @@ fn a_writer_killed_at_any_point_leaves_a_whole_document() {
     }
 
     // Temporary files of killed writers are cleared by the next write.
-    let leftovers: Vec<String> = fs::read_dir(dir.path())
+    let leftovers: Vec<String> = fs::read_dir(dir.path().join(".boxes.tmp"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|name| name.ends_with(".tmp"))

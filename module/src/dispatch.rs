@@ -118,7 +118,7 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
         }
         "ls" => {
             params::parse::<params::NoParams>(method, rest)?;
-            ok(&engine(st, &common)?.list()?)
+            ok(&engine(st, &common)?.listed(false)?)
         }
         "rm" => {
             let ids = params::parse::<params::RmParams>(method, rest)?.all()?;

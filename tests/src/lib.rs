@@ -216,9 +216,20 @@ impl Cli {
         out.trim().to_owned()
     }
 
-    /// The store document's bytes (empty when there is none yet).
+    /// The box records' bytes: the layout marker, then each record file by
+    /// name (empty when nothing was ever recorded). Equal bytes before and
+    /// after a command mean it changed no box.
     pub fn store_bytes(&self) -> Vec<u8> {
-        std::fs::read(self.home.path().join("boxes.json")).unwrap_or_default()
+        let mut bytes = std::fs::read(self.home.path().join("boxes.json")).unwrap_or_default();
+        let mut records: Vec<std::path::PathBuf> = std::fs::read_dir(self.home.path().join("boxes"))
+            .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        records.sort();
+        for path in records {
+            bytes.extend_from_slice(path.to_string_lossy().as_bytes());
+            bytes.extend(std::fs::read(&path).unwrap_or_default());
+        }
+        bytes
     }
 }
 

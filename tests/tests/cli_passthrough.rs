@@ -413,3 +413,38 @@ fn a_request_refused_before_any_driver_starts_and_a_listing_leave_no_file_anywhe
         }
     }
 }
+
+#[test]
+fn a_store_an_earlier_build_wrote_keeps_working_and_moves_to_one_file_per_box_on_its_first_change() {
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "passthrough"]);
+    let home = cli.home.path();
+    // Rewrite the store as an earlier build kept it: every record in one
+    // document, version 1, and no boxes/ directory.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(home.join(format!("boxes/{id}.json"))).unwrap()).unwrap();
+    let mut named = record.clone();
+    named["id"] = "old-one".into();
+    std::fs::remove_dir_all(home.join("boxes")).unwrap();
+    let doc = serde_json::json!({"version": 1, "boxes": [record, named]});
+    std::fs::write(home.join("boxes.json"), serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+
+    // Reads use it as it is, and do not migrate it.
+    let (code, out, err) = cli.run(&["exec", "old-one", "--", "echo", "still here"]);
+    assert_eq!((code, out.as_str()), (0, "still here\n"), "{err}");
+    assert!(!home.join("boxes").exists(), "a read migrated the store");
+
+    // The first change moves every record, and nothing is lost.
+    let second = cli.create(&["--sandbox", "passthrough"]);
+    assert_ne!(second, id);
+    let marker: serde_json::Value = serde_json::from_slice(&std::fs::read(home.join("boxes.json")).unwrap()).unwrap();
+    assert_eq!((marker["version"].as_u64(), marker["boxes"].as_array().map(Vec::len)), (Some(2), Some(0)));
+    for b in [id.as_str(), "old-one", second.as_str()] {
+        assert!(home.join(format!("boxes/{b}.json")).is_file(), "{b} has no record file");
+    }
+    let (code, out, err) = cli.run(&["--json", "ls"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("\"id\"").count(), 3, "{out}");
+    let (code, out, err) = cli.run(&["exec", "old-one", "--", "echo", "migrated"]);
+    assert_eq!((code, out.as_str()), (0, "migrated\n"), "{err}");
+}

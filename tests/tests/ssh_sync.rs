@@ -167,6 +167,10 @@ fn the_cli_names_hosts_reaches_ssh_aliases_ad_hoc_and_syncs() {
     assert_eq!(code, 0, "{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["sent"], false, "{report}");
+    // Each file's hash is kept in the store (not in the workspace, which a
+    // box can write), and it never hides a change made since.
+    let caches = std::fs::read_dir(store.path().join("cache/sync")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(caches, 1, "one leaf cache for the one synced directory");
     write(ws.path(), "notes with spaces.txt", "v3\n");
     let (code, out, err) = cli(&["--json", "sync", &id, wsp]);
     assert_eq!(code, 0, "{err}");

@@ -2,6 +2,8 @@
 
 use clap::Args;
 use tinybox_core::Error;
+use tinybox_core::engine::PoolOutcome;
+use tinybox_core::model::BoxInfo;
 
 use super::App;
 use crate::args::{BoxArgs, BoxEnvArgs};
@@ -17,15 +19,63 @@ pub struct CreateCmd {
 
 impl CreateCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let spec = super::plan(app, &self.box_args, &self.env.env).await?.spec;
-        let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
-        let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
-        if !app.json {
-            for warning in tinybox_core::request::warnings(&info) {
-                eprintln!("tinybox: warning: {warning}");
-            }
-        }
+        let info = make(app, &self.box_args, &self.env.env).await?;
         output::print_created(app.json, &info);
         Ok(0)
+    }
+}
+
+/// Makes the box the flags ask for — from a warm pool when they name one —
+/// and says on stderr what was chosen and what to watch for.
+pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result<BoxInfo, Error> {
+    let info = match &args.pool {
+        None => {
+            let spec = super::plan(app, args, env).await?.spec;
+            let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
+            crate::progress::spin(app.json, what, app.engine.create(spec)).await?
+        }
+        Some(_) => {
+            let request = args.request(env)?;
+            let created =
+                crate::progress::spin(app.json, "taking a box".into(), app.engine.create_requested(&request)).await?;
+            if !app.json {
+                if let Some(choice) = &created.choice {
+                    eprintln!(
+                        "tinybox: using sandbox {} (isolation {}), {}",
+                        choice.sandbox, choice.isolation, choice.reason
+                    );
+                }
+                if let Some(outcome) = &created.pool {
+                    eprintln!("tinybox: {}", pool_note(app, outcome));
+                }
+            }
+            created.info
+        }
+    };
+    if !app.json {
+        for warning in tinybox_core::request::warnings(&info) {
+            eprintln!("tinybox: warning: {warning}");
+        }
+    }
+    Ok(info)
+}
+
+fn pool_note(app: &App, outcome: &PoolOutcome) -> String {
+    match outcome {
+        PoolOutcome::Taken { pool, left } => {
+            let refill = if tinybox_core::supervisor::supervised(&app.store_dir) {
+                ""
+            } else {
+                "; no daemon refills it (`tinybox daemon start`)"
+            };
+            format!("taken from pool {pool} ({left} left{refill})")
+        }
+        PoolOutcome::Empty { pool } => {
+            format!("pool {pool} had no box ready: created cold (--pool-only refuses instead)")
+        }
+        PoolOutcome::Differs { pool, fields } => format!(
+            "the request differs from pool {pool}'s in {}: created cold (--pool-only refuses instead)",
+            fields.join(", ")
+        ),
     }
 }

@@ -1,12 +1,20 @@
 //! `tinybox ls`: the boxes in the store.
 
+use clap::Args;
 use tinybox_core::Error;
 
 use super::App;
 use crate::output;
 
-pub async fn run(app: &App) -> Result<u8, Error> {
-    let boxes = app.engine.list()?;
+#[derive(Debug, Args)]
+pub struct LsCmd {
+    /// Also list the boxes waiting in warm pools (nobody's until handed out).
+    #[arg(long, short = 'a')]
+    pub all: bool,
+}
+
+pub async fn run(app: &App, cmd: LsCmd) -> Result<u8, Error> {
+    let boxes = app.engine.listed(cmd.all)?;
     if app.json {
         output::json(&boxes);
         return Ok(0);
@@ -22,7 +30,9 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             Some(ws) => (ws.placement.to_string(), ws.isolation.to_string(), ws.network.to_string()),
             None => (b.spec.workspace.to_string(), "-".into(), "(creating)".into()),
         };
+        let pooled = b.pool.as_ref().map(|p| format!("pooled ({p})"));
         let lifecycle = match (b.spec.lifecycle, b.phase) {
+            _ if pooled.is_some() && b.phase == tinybox_core::model::Phase::Created => pooled.as_deref().unwrap_or(""),
             (_, tinybox_core::model::Phase::Creating) => "(creating)",
             (tinybox_core::model::Lifecycle::Persistent { .. }, tinybox_core::model::Phase::Stopped) => {
                 "persistent (stopped)"

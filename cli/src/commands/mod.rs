@@ -4,12 +4,14 @@
 pub mod autosnapshot;
 pub mod completions;
 pub mod create;
+pub mod daemon;
 pub mod drivers;
 pub mod exec;
 pub mod fork;
 pub mod host;
 pub mod inspect;
 pub mod ls;
+pub mod pool;
 pub mod prune;
 pub mod reap;
 pub mod resume;
@@ -55,7 +57,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Create(c) => c.run(&app).await,
         Command::Exec(c) => c.run(&app).await,
         Command::Run(c) => c.run(&app).await,
-        Command::Ls => ls::run(&app).await,
+        Command::Ls(c) => ls::run(&app, c).await,
         Command::Inspect(c) => c.run(&app).await,
         Command::Rm(c) => c.run(&app).await,
         Command::Reap => reap::run(&app).await,
@@ -69,6 +71,8 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Host(c) => c.run(&app).await,
         Command::Sync(c) => c.run(&app).await,
         Command::Drivers(c) => c.run(&app).await,
+        Command::Pool(c) => c.run(&app).await,
+        Command::Daemon(c) => c.run(&app).await,
         Command::Completions(_) => Ok(0),
     };
     app.engine.close().await;

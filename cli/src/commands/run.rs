@@ -20,14 +20,7 @@ pub struct RunCmd {
 impl RunCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         // `--env` belongs to the command here; the box gets none of its own.
-        let spec = super::plan(app, &self.box_args, &[]).await?.spec;
-        let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
-        let info = crate::progress::spin(app.json, what, app.engine.create(spec)).await?;
-        if !app.json {
-            for warning in tinybox_core::request::warnings(&info) {
-                eprintln!("tinybox: warning: {warning}");
-            }
-        }
+        let info = super::create::make(app, &self.box_args, &[]).await?;
         if !app.json {
             eprintln!("tinybox: {}", crate::output::created_summary(&info));
         }

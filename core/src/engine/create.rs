@@ -16,6 +16,12 @@ use crate::store::insert_new;
 impl Tinybox {
     /// Creates a box as `spec` says.
     pub async fn create(&self, spec: BoxSpec) -> Result<BoxInfo> {
+        self.create_in_pool(spec, None).await
+    }
+
+    /// [`Tinybox::create`], the record marked as waiting in `pool` from
+    /// its reservation on (so it is never handed out half-made).
+    pub(super) async fn create_in_pool(&self, spec: BoxSpec, pool: Option<String>) -> Result<BoxInfo> {
         spec.validate()?;
         let ws_link = self.drivers.sandbox(&spec.workspace.sandbox, &spec.workspace.host).await?;
         let admitted = gate::admit_create(&spec.workspace.sandbox, &ws_link.capabilities(), &spec)?;
@@ -43,7 +49,10 @@ impl Tinybox {
         };
 
         let now = self.clock.now();
-        let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
+        let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo {
+            pool: pool.clone(),
+            ..BoxInfo::creating(id, spec.clone(), Some(now))
+        })?;
         let mut synced_dir = None;
         let result = async {
             // `host rm` checks for boxes and removes under the hosts file's

@@ -9,6 +9,7 @@ mod drivers_report;
 mod exec;
 mod hosts;
 mod lifecycle;
+mod pools;
 mod prune;
 mod remove;
 mod snapshot;
@@ -25,6 +26,7 @@ pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
 pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
+pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolOutcome, PoolView};
 pub use prune::{KeptBy, PruneOutcome, PruneResult, SnapshotListing};
 pub use remove::ReapOutcome;
 pub use sync::{Observer, SyncEvent};
@@ -128,6 +130,12 @@ impl Tinybox {
 
     pub fn list(&self) -> Result<Vec<BoxInfo>> {
         Ok(self.store.list()?)
+    }
+
+    /// The boxes a listing shows: every box, except those waiting in a
+    /// warm pool (nobody's yet) unless `pooled` asks for them too.
+    pub fn listed(&self, pooled: bool) -> Result<Vec<BoxInfo>> {
+        Ok(self.store.list()?.into_iter().filter(|b| pooled || !b.is_pooled()).collect())
     }
 
     /// The box's record, or a NotFound error that says how to find boxes.

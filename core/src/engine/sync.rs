@@ -21,6 +21,9 @@ use crate::model::BoxSpec;
 use crate::sync::transfer::{self, Counters, NO_TAR};
 use crate::sync::{SyncError, SyncReport, Tree, remote_workspace};
 
+/// Where, under the store, sync keeps each workspace's leaf cache.
+pub const SYNC_CACHE_DIR: &str = "cache/sync";
+
 /// What a sync is about to do, for whoever shows progress.
 #[derive(Debug, Clone)]
 pub enum SyncEvent {
@@ -108,9 +111,15 @@ impl Tinybox {
         observe: Observer<'_>,
     ) -> Result<SyncReport> {
         let root = local.to_owned();
+        // Each file's hash from the last sync of this directory, kept in the
+        // store, where a box cannot write.
+        let cache_dir = self.store_dir().map(|d| d.join(SYNC_CACHE_DIR));
         let (tree, fingerprint) = tokio::task::spawn_blocking(move || {
             let tree = Tree::scan(&root)?;
-            let fp = tree.fingerprint()?;
+            let fp = match &cache_dir {
+                Some(dir) => tree.fingerprint_cached(dir)?,
+                None => tree.fingerprint()?,
+            };
             Ok::<_, SyncError>((tree, fp))
         })
         .await

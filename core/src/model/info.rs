@@ -81,6 +81,11 @@ pub struct BoxInfo {
     /// bind comes from: never from an image or anything a box writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_dir: Option<PathBuf>,
+    /// The warm pool this box waits in, until it is handed out (then
+    /// `None`). A waiting box is listed only when asked for and never
+    /// expires: its ttl starts at hand-out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 impl BoxInfo {
@@ -95,7 +100,13 @@ impl BoxInfo {
             runner: None,
             snapshots: Vec::new(),
             workspace_dir: None,
+            pool: None,
         }
+    }
+
+    /// Whether the box is ready and waiting in a pool (not yet anyone's).
+    pub fn is_pooled(&self) -> bool {
+        self.pool.is_some() && self.phase == Phase::Created
     }
 
     /// The host directory the workspace is bound from. A record written
@@ -119,6 +130,9 @@ impl BoxInfo {
 
     /// When the box expires, if it ever does.
     pub fn expires_at(&self) -> Option<u64> {
+        if self.is_pooled() {
+            return None;
+        }
         match (self.spec.lifecycle, self.created_at) {
             (Lifecycle::Ephemeral { ttl_secs }, Some(created)) => Some(created.saturating_add(ttl_secs)),
             _ => None,

@@ -1,5 +1,7 @@
-//! The store the CLI uses: one JSON document in a directory, shared by every
-//! tinybox process on the machine.
+//! The store the CLI uses, in a directory shared by every tinybox process
+//! on the machine: the box records (one file each, in [`super::boxes`]) and
+//! the small documents beside them (templates, snapshots, hosts, settings),
+//! each kept whole by [`JsonDoc`].
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -8,11 +10,11 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use fs4::FileExt;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::BoxId;
 
-use super::{Store, StoreError, lowest_free, sort_boxes};
+use super::{Store, StoreError};
 use crate::model::BoxInfo;
 
 /// The document format this build writes and the newest it reads.
@@ -196,40 +198,11 @@ impl<T: Document> JsonDoc<T> {
     }
 }
 
-/// `boxes.json`: `{"version": 1, "boxes": [...]}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct BoxesDoc {
-    #[serde(default = "legacy_version")]
-    version: u32,
-    boxes: Vec<BoxInfo>,
-}
-
-impl Default for BoxesDoc {
-    fn default() -> Self {
-        BoxesDoc { version: DOC_VERSION, boxes: Vec::new() }
-    }
-}
-
-impl Document for BoxesDoc {
-    fn check(&self) -> Result<(), String> {
-        check_version(self.version)?;
-        let mut seen = std::collections::BTreeSet::new();
-        match self.boxes.iter().find(|b| !seen.insert(&b.id)) {
-            Some(dup) => Err(format!("box {} appears twice; identifiers are unique", dup.id)),
-            None => Ok(()),
-        }
-    }
-
-    fn normalize(&mut self) {
-        self.version = DOC_VERSION;
-        sort_boxes(&mut self.boxes);
-    }
-}
-
-/// Boxes recorded in `<dir>/boxes.json`, safe to share between processes.
+/// Boxes recorded in `<dir>` one file each (see [`super::boxes`]), safe
+/// to share between processes.
 #[derive(Debug)]
 pub struct FileStore {
-    doc: JsonDoc<BoxesDoc>,
+    boxes: super::boxes::BoxFiles,
     snapshots: super::snapshots::SnapshotFile,
 }
 
@@ -238,56 +211,42 @@ impl FileStore {
     /// the directory (mode 0700) is created by the first change.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
         let dir = dir.into();
-        Ok(FileStore { snapshots: super::snapshots::SnapshotFile::open(&dir)?, doc: JsonDoc::open(dir, "boxes")? })
+        Ok(FileStore {
+            snapshots: super::snapshots::SnapshotFile::open(&dir)?,
+            boxes: super::boxes::BoxFiles::open(dir),
+        })
     }
 
-    /// Where the document lives.
+    /// `boxes.json`: the layout's marker (in a store an older build wrote
+    /// and no change has migrated yet, every record).
     pub fn path(&self) -> &Path {
-        self.doc.path()
+        self.boxes.marker_path()
     }
 }
 
 impl Store for FileStore {
     fn list(&self) -> Result<Vec<BoxInfo>, StoreError> {
-        let mut boxes = self.doc.read()?.boxes;
-        // Sorted on write already, but a hand-edited document need not be.
-        sort_boxes(&mut boxes);
-        Ok(boxes)
+        self.boxes.list()
     }
 
     fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
-        Ok(self.doc.read()?.boxes.into_iter().find(|b| &b.id == id))
+        self.boxes.get(id)
     }
 
     fn next_free_id(&self) -> Result<BoxId, StoreError> {
-        Ok(lowest_free(self.doc.read()?.boxes.iter().map(|b| &b.id)))
+        self.boxes.next_free_id()
     }
 
     fn insert(&self, info: BoxInfo) -> Result<(), StoreError> {
-        self.doc.modify(|doc| {
-            if doc.boxes.iter().any(|b| b.id == info.id) {
-                return Err(StoreError::Exists(info.id));
-            }
-            doc.boxes.push(info);
-            Ok(())
-        })
+        self.boxes.insert(info)
     }
 
     fn update(&self, id: &BoxId, change: &mut dyn FnMut(&mut BoxInfo)) -> Result<BoxInfo, StoreError> {
-        self.doc.modify(|doc| {
-            let found = doc.boxes.iter_mut().find(|b| &b.id == id).ok_or_else(|| StoreError::NotFound(id.clone()))?;
-            change(found);
-            // The identifier is the record's key: an update cannot rename.
-            found.id = id.clone();
-            Ok(found.clone())
-        })
+        self.boxes.update(id, change)
     }
 
     fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
-        self.doc.modify(|doc| {
-            let at = doc.boxes.iter().position(|b| &b.id == id);
-            Ok(at.map(|i| doc.boxes.remove(i)))
-        })
+        self.boxes.remove(id)
     }
 
     fn snapshots(&self) -> Result<Vec<super::SnapshotEntry>, StoreError> {
@@ -305,77 +264,29 @@ impl Store for FileStore {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
-    use crate::model::{BoxSpec, Placement};
-
-    fn record(id: &str) -> BoxInfo {
-        BoxInfo::creating(BoxId::new(id).unwrap(), BoxSpec::new(Placement::local_passthrough()), None)
-    }
+    use crate::store::TemplateStore;
 
     #[test]
-    fn the_first_change_creates_a_private_directory_and_nothing_before_it_does() {
+    fn a_document_s_stale_temporary_files_are_cleared_by_its_next_write_and_no_other_s() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("a/b");
-        let store = FileStore::open(&dir).unwrap();
-        assert!(store.list().unwrap().is_empty());
-        assert!(store.get(&BoxId::new("box-0").unwrap()).unwrap().is_none());
-        assert!(!tmp.path().join("a").exists(), "opening and reading made a directory");
-        store.insert(record("box-0")).unwrap();
-        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
-        assert_eq!(store.list().unwrap().len(), 1);
-    }
-
-    #[test]
-    fn reading_an_existing_store_creates_no_lock_file() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = FileStore::open(tmp.path()).unwrap();
-        assert!(store.list().unwrap().is_empty());
-        assert_eq!(fs::read_dir(tmp.path()).unwrap().count(), 0, "a read left a file");
-    }
-
-    #[test]
-    fn the_document_is_versioned_sorted_and_written_only_on_change() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = FileStore::open(tmp.path()).unwrap();
-        for id in ["box-10", "box-2"] {
-            store.insert(record(id)).unwrap();
-        }
-        let doc: serde_json::Value = serde_json::from_slice(&fs::read(store.path()).unwrap()).unwrap();
-        assert_eq!(doc["version"], 1);
-        assert_eq!(doc["boxes"][0]["id"], "box-2");
-        assert_eq!(doc["boxes"][1]["id"], "box-10");
-
-        let inode = || std::os::unix::fs::MetadataExt::ino(&fs::metadata(store.path()).unwrap());
-        let before = inode();
-        assert!(store.remove(&BoxId::new("box-5").unwrap()).unwrap().is_none());
-        assert!(matches!(store.insert(record("box-2")), Err(StoreError::Exists(_))));
-        assert_eq!(inode(), before, "a no-op must not rewrite the document");
-    }
-
-    #[test]
-    fn a_newer_version_or_a_duplicate_is_corrupt() {
-        for text in [r#"{"version": 2, "boxes": []}"#, r#"{"boxes": [BOX, BOX]}"#] {
-            let one = serde_json::to_string(&record("box-0")).unwrap();
-            let tmp = tempfile::tempdir().unwrap();
-            let store = FileStore::open(tmp.path()).unwrap();
-            fs::write(store.path(), text.replace("BOX", &one)).unwrap();
-            assert!(matches!(store.list(), Err(StoreError::Corrupt { .. })), "{text}");
-        }
-    }
-
-    #[test]
-    fn stale_temporary_files_are_cleared_by_the_next_write() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = FileStore::open(tmp.path()).unwrap();
-        let stale = tmp.path().join(".boxes.json.abc123.tmp");
-        let other = tmp.path().join(".templates.json.abc123.tmp");
+        let templates = TemplateStore::open(tmp.path()).unwrap();
+        let stale = tmp.path().join(".templates.json.abc123.tmp");
+        let other = tmp.path().join(".hosts.json.abc123.tmp");
         fs::write(&stale, b"{").unwrap();
         fs::write(&other, b"{").unwrap();
-        store.list().unwrap();
+        templates.list().unwrap();
         assert!(stale.exists(), "readers leave temporary files alone");
-        store.insert(record("box-0")).unwrap();
+        templates
+            .save(crate::store::Template {
+                name: crate::model::TemplateName::new("t").unwrap(),
+                snapshot: tinybox_sdk::model::SnapshotId::new("s").unwrap(),
+                sandbox: crate::model::SandboxName::new("passthrough").unwrap(),
+                host: crate::model::HostName::new("local").unwrap(),
+                created_at: None,
+                workspace_dir: None,
+            })
+            .unwrap();
         assert!(!stale.exists());
         assert!(other.exists(), "another document's temporary files are not ours");
     }

@@ -4,8 +4,10 @@
 //! Synchronous on purpose: every implementation is a memory map or a small
 //! local file, and async would push executor choice onto every caller.
 
+mod boxes;
 pub(crate) mod file;
 mod memory;
+pub mod pools;
 pub mod settings;
 pub mod snapshots;
 pub mod templates;
@@ -19,6 +21,7 @@ use crate::model::BoxInfo;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;
+pub use pools::{Pool, PoolStore};
 pub use settings::Settings;
 pub use snapshots::SnapshotEntry;
 pub use templates::{Template, TemplateStore};

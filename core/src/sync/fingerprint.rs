@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::time::SystemTime;
+
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use super::SyncError;
+use super::leaf_cache::{LeafCache, StatKey};
 
 /// The far side's record of what it holds, inside the synced directory.
 pub const MARKER: &str = ".tinybox-fingerprint";
@@ -83,6 +86,8 @@ pub struct Entry {
     pub kind: Kind,
     /// Seconds since the epoch; carried in the transfer, never hashed.
     pub mtime: u64,
+    /// What the kernel said about it when scanned (the leaf cache's key).
+    pub stat: StatKey,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,18 +101,20 @@ pub struct Tree {
     pub root: PathBuf,
     pub entries: Vec<Entry>,
     pub rules: Arc<Rules>,
+    /// When the scan began: files changed after it are not cached.
+    pub scanned_at: SystemTime,
 }
 
 impl Tree {
     /// Walks `root` with its rules. Symbolic links (and sockets, fifos,
     /// devices) are skipped, never followed.
     pub fn scan(root: &Path) -> Result<Tree, SyncError> {
+        let scanned_at = SystemTime::now();
         let meta = std::fs::metadata(root).map_err(|e| SyncError::io(format!("cannot use {}", root.display()), e))?;
         if !meta.is_dir() {
             return Err(SyncError::NotADirectory(root.to_owned()));
         }
         let rules = Arc::new(Rules::load(root)?);
-        let mut entries = Vec::new();
         let mut walk = ignore::WalkBuilder::new(root);
         walk.standard_filters(false).follow_links(false).parents(false);
         let base = root.to_owned();
@@ -122,33 +129,20 @@ impl Tree {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             !filter_rules.excludes(rel, is_dir)
         });
-        for item in walk.build() {
-            let item = item.map_err(|e| SyncError::Walk(e.to_string()))?;
-            let Ok(rel) = item.path().strip_prefix(root) else { continue };
-            if rel.as_os_str().is_empty() {
-                continue;
-            }
-            let Some(ft) = item.file_type() else { continue };
-            if !(ft.is_dir() || ft.is_file()) {
-                continue;
-            }
-            let meta = std::fs::symlink_metadata(item.path())
-                .map_err(|e| SyncError::io(format!("cannot read {}", item.path().display()), e))?;
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_secs());
-            let kind = if ft.is_dir() {
-                Kind::Dir
-            } else {
-                Kind::File { executable: meta.permissions().mode() & 0o111 != 0, size: meta.len() }
-            };
-            entries.push(Entry { rel: rel.as_os_str().as_bytes().to_vec(), path: item.path().to_owned(), kind, mtime });
+        // On several threads: the walk is one stat per entry, and a large
+        // tree is mostly that.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        walk.threads(threads);
+        let collected = Collected { root, found: Default::default(), failed: Default::default() };
+        walk.build_parallel().visit(&mut &collected);
+        let Collected { found, failed, .. } = collected;
+        if let Some(e) = failed.into_inner().expect("scan error slot") {
+            return Err(e);
         }
+        let mut entries = found.into_inner().expect("scan results");
         // Directory iteration order is not stable; sorted order is.
         entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-        Ok(Tree { root: root.to_owned(), entries, rules })
+        Ok(Tree { root: root.to_owned(), entries, rules, scanned_at })
     }
 
     /// How many files, and how many bytes of contents, the tree holds.
@@ -163,10 +157,24 @@ impl Tree {
     /// own (in parallel), then folded in sorted path order together with
     /// each path, kind and executable bit, under the rules' identity.
     pub fn fingerprint(&self) -> Result<String, SyncError> {
-        let leaves = self.leaf_hashes()?;
+        Ok(self.merkle_root(&self.leaf_hashes(None)?))
+    }
+
+    /// [`Tree::fingerprint`], reading only the files whose metadata changed
+    /// since the cache kept in `cache_dir` for this tree was saved, then
+    /// saving it (see [`super::leaf_cache`]).
+    pub fn fingerprint_cached(&self, cache_dir: &Path) -> Result<String, SyncError> {
+        let cache = LeafCache::load(cache_dir, &self.root);
+        let leaves = self.leaf_hashes(Some(&cache))?;
+        let files = self.entries.iter().zip(&leaves).filter_map(|(e, leaf)| leaf.map(|h| (&e.rel[..], e.stat, h)));
+        cache.save(files, self.scanned_at);
+        Ok(self.merkle_root(&leaves))
+    }
+
+    fn merkle_root(&self, leaves: &[Option<blake3::Hash>]) -> String {
         let mut root = blake3::Hasher::new_derive_key("tinybox sync tree v1");
         root.update(&self.rules.identity);
-        for (entry, leaf) in self.entries.iter().zip(leaves) {
+        for (entry, leaf) in self.entries.iter().zip(leaves.iter()) {
             root.update(&(entry.rel.len() as u64).to_le_bytes());
             root.update(&entry.rel);
             match entry.kind {
@@ -179,10 +187,12 @@ impl Tree {
                 }
             }
         }
-        Ok(root.finalize().to_hex().to_string())
+        root.finalize().to_hex().to_string()
     }
 
-    fn leaf_hashes(&self) -> Result<Vec<Option<blake3::Hash>>, SyncError> {
+    /// Each file's content hash (`None` for directories): from `cache` when
+    /// its metadata is unchanged, otherwise read, on several threads.
+    fn leaf_hashes(&self, cache: Option<&LeafCache>) -> Result<Vec<Option<blake3::Hash>>, SyncError> {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
         let next = AtomicUsize::new(0);
         let mut leaves: Vec<Option<blake3::Hash>> = vec![None; self.entries.len()];
@@ -196,7 +206,12 @@ impl Tree {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(entry) = self.entries.get(i) else { break };
                             if let Kind::File { .. } = entry.kind {
-                                done.push((i, hash_file(&entry.path, &mut buf)?));
+                                let known = cache.and_then(|c| c.get(&entry.rel, &entry.stat));
+                                let hash = match known {
+                                    Some(h) => h,
+                                    None => hash_file(&entry.path, &mut buf)?,
+                                };
+                                done.push((i, hash));
                             }
                         }
                         Ok(done)
@@ -212,6 +227,80 @@ impl Tree {
         }
         Ok(leaves)
     }
+}
+
+/// What the scan's walking threads found, each handing over its entries
+/// in batches (and the rest when it ends), so the lock is not taken per entry.
+struct Collected<'a> {
+    root: &'a Path,
+    found: std::sync::Mutex<Vec<Entry>>,
+    failed: std::sync::Mutex<Option<SyncError>>,
+}
+
+struct Collector<'a> {
+    shared: &'a Collected<'a>,
+    mine: Vec<Entry>,
+}
+
+impl<'s> ignore::ParallelVisitorBuilder<'s> for &'s Collected<'s> {
+    fn build(&mut self) -> Box<dyn ignore::ParallelVisitor + 's> {
+        Box::new(Collector { shared: self, mine: Vec::new() })
+    }
+}
+
+impl ignore::ParallelVisitor for Collector<'_> {
+    fn visit(&mut self, item: Result<ignore::DirEntry, ignore::Error>) -> ignore::WalkState {
+        let entry = item.map_err(|e| SyncError::Walk(e.to_string())).and_then(|i| entry_of(self.shared.root, &i));
+        match entry {
+            Ok(Some(entry)) => self.mine.push(entry),
+            Ok(None) => {}
+            Err(e) => {
+                self.shared.failed.lock().expect("scan error slot").get_or_insert(e);
+                return ignore::WalkState::Quit;
+            }
+        }
+        if self.mine.len() >= 1024 {
+            self.shared.found.lock().expect("scan results").append(&mut self.mine);
+        }
+        ignore::WalkState::Continue
+    }
+}
+
+impl Drop for Collector<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut found) = self.shared.found.lock() {
+            found.append(&mut self.mine);
+        }
+    }
+}
+
+/// The entry a walked item becomes: `None` for the root itself and for
+/// what is never sent (symbolic links, sockets, fifos, devices).
+fn entry_of(root: &Path, item: &ignore::DirEntry) -> Result<Option<Entry>, SyncError> {
+    let Ok(rel) = item.path().strip_prefix(root) else { return Ok(None) };
+    if rel.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let Some(ft) = item.file_type() else { return Ok(None) };
+    if !(ft.is_dir() || ft.is_file()) {
+        return Ok(None);
+    }
+    let meta = std::fs::symlink_metadata(item.path())
+        .map_err(|e| SyncError::io(format!("cannot read {}", item.path().display()), e))?;
+    let mtime =
+        meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+    let kind = if ft.is_dir() {
+        Kind::Dir
+    } else {
+        Kind::File { executable: meta.permissions().mode() & 0o111 != 0, size: meta.len() }
+    };
+    Ok(Some(Entry {
+        rel: rel.as_os_str().as_bytes().to_vec(),
+        path: item.path().to_owned(),
+        kind,
+        mtime,
+        stat: StatKey::of(&meta),
+    }))
 }
 
 fn hash_file(path: &Path, buf: &mut [u8]) -> Result<blake3::Hash, SyncError> {

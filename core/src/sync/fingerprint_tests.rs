@@ -232,3 +232,54 @@ fn the_tar_stream_holds_relative_paths_modes_and_contents() {
     assert!(tar.wait().unwrap().success());
     assert_eq!(fp(out.path()), fp(d.path()));
 }
+
+#[test]
+fn the_cached_fingerprint_is_the_fingerprint_and_sees_every_change_made_since() {
+    let d = sample();
+    let cache = tempfile::tempdir().unwrap();
+    let cached = |root: &Path| Tree::scan(root).unwrap().fingerprint_cached(cache.path()).unwrap();
+    assert_eq!(cached(d.path()), fp(d.path()), "a cold cache");
+    assert_eq!(cached(d.path()), fp(d.path()), "a warm cache");
+    // Changes made right after a scan are in its racy window, so the cache
+    // never holds them; each one must still show.
+    write(d.path(), "src/main.rs", "fn main() { changed() }\n");
+    assert_eq!(cached(d.path()), fp(d.path()), "a content change");
+    let same_size = "fn main() { chxnged() }\n";
+    write(d.path(), "src/main.rs", same_size);
+    assert_eq!(cached(d.path()), fp(d.path()), "a same-size change");
+}
+
+#[test]
+fn a_file_rewritten_with_its_old_modification_time_is_read_again() {
+    let d = sample();
+    let cache = tempfile::tempdir().unwrap();
+    let file = d.path().join("src/main.rs");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
+    // Scan as if an hour had passed, so nothing is racily clean and the
+    // file's leaf is cached.
+    let mut tree = Tree::scan(d.path()).unwrap();
+    tree.scanned_at += std::time::Duration::from_secs(3600 * 2);
+    let before = tree.fingerprint_cached(cache.path()).unwrap();
+    // Same size, same modification time: only the change time differs.
+    std::fs::write(&file, "fn mxin() {}\n").unwrap();
+    std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
+    let after = Tree::scan(d.path()).unwrap().fingerprint_cached(cache.path()).unwrap();
+    assert_ne!(after, before, "the cache hid a change");
+    assert_eq!(after, fp(d.path()));
+}
+
+#[test]
+fn an_unchanged_file_is_taken_from_the_cache_not_read() {
+    let d = sample();
+    let cache = tempfile::tempdir().unwrap();
+    let tree = Tree::scan(d.path()).unwrap();
+    let main = tree.entries.iter().find(|e| e.rel == b"src/main.rs").unwrap();
+    // A cache that lies about one file whose metadata still matches: if the
+    // fingerprint changes, the file's bytes were not read.
+    let lie = blake3::hash(b"not what the file holds");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    crate::sync::leaf_cache::LeafCache::load(cache.path(), d.path()).save([(&main.rel[..], main.stat, lie)], later);
+    let through_cache = Tree::scan(d.path()).unwrap().fingerprint_cached(cache.path()).unwrap();
+    assert_ne!(through_cache, fp(d.path()), "the cached leaf was not used");
+}

@@ -2,6 +2,8 @@
 //!
 //! - [`fingerprint`]: which files are sent (the root's .gitignore, then
 //!   .boxignore) and the blake3 merkle fingerprint over them.
+//! - [`leaf_cache`]: each file's hash from last time, trusted while its
+//!   metadata is unchanged, so an unchanged tree is not read again.
 //! - [`transfer`]: the tar stream and the far side's receiving script.
 //!
 //! Whole-tree transfer with a skip: the far side keeps the fingerprint of
@@ -10,6 +12,7 @@
 //! engine drives it (`Tinybox::sync`, and `create` on a remote host).
 
 pub mod fingerprint;
+pub mod leaf_cache;
 pub mod transfer;
 
 use std::path::PathBuf;
