@@ -148,6 +148,11 @@ pub enum Error {
     Pool(#[from] crate::engine::PoolError),
     #[error(transparent)]
     Daemon(#[from] crate::supervisor::DaemonError),
+    /// A create whose driver failed without saying what it made (it died,
+    /// timed out, broke the protocol, or lost its daemon): the `creating`
+    /// record is kept, so `rm` finds and removes whatever was made.
+    #[error("{source}; box {id} may be partly made and is kept: `tinybox rm {id}` removes whatever was made")]
+    CreateUnsettled { id: BoxId, source: Box<Error> },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -251,6 +256,27 @@ impl Error {
         Error::Io { context: context.into(), source }
     }
 
+    /// Whether a driver call that failed this way may still have made
+    /// something: the driver gave no account of itself (it died, timed
+    /// out, broke the protocol), or its daemon went away mid-way. A refusal
+    /// or a failure the driver reported cleanly made nothing that stays.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            Error::DriverDied { .. } | Error::DriverTimeout { .. } | Error::Protocol { .. } => true,
+            Error::Driver { code, .. } => *code == ErrorCode::Unavailable,
+            Error::CreateUnsettled { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The error itself, under a create kept unsettled.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::CreateUnsettled { source, .. } => source.root(),
+            other => other,
+        }
+    }
+
     pub fn unsupported(sandbox: &SandboxName, capability: Capability) -> Self {
         Error::Unsupported { sandbox: sandbox.clone(), capability }
     }
@@ -284,6 +310,7 @@ impl Error {
             Error::UnknownHost { .. } => ErrorKind::UnknownHost,
             Error::BoxNotReady { .. } => ErrorKind::NotReady,
             Error::Io { .. } => ErrorKind::Io,
+            Error::CreateUnsettled { source, .. } => source.kind(),
             Error::Pool(crate::engine::PoolError::Empty { .. }) => ErrorKind::Unavailable,
             Error::Pool(_) => ErrorKind::Invalid,
             Error::Daemon(crate::supervisor::DaemonError::Io { .. }) => ErrorKind::Io,

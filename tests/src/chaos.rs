@@ -4,6 +4,7 @@
 //! checks that follow see the state the interruption left.
 
 use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStrExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -114,19 +115,19 @@ pub fn kill_cli_at(mut cmd: Command, at: Duration, guard: Duration) -> Injected 
 /// Runs `cmd`, SIGKILLs its `tinybox-driver-<driver>` child `at` after the
 /// start (if one runs then), and waits (bounded) for the command to end.
 /// Returns whether a driver was killed, the command's exit code and stderr.
+/// The driver is told by its program's file name: `comm` holds only
+/// `tinybox-driver-`, the same for every driver (the host driver too).
 pub fn kill_driver_at(mut cmd: Command, driver: &str, at: Duration, guard: Duration) -> (bool, Option<i32>, String) {
     let mut child =
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn tinybox");
     let start = Instant::now();
     let name = format!("tinybox-driver-{driver}");
-    // comm holds at most 15 bytes of the name.
-    let short: String = name.chars().take(15).collect();
     let (mut killed, mut done) = (false, false);
     let mut tree = Tree::new(child.id());
     while child.try_wait().expect("wait for tinybox").is_none() {
         tree.follow();
         if !done && start.elapsed() >= at {
-            match children(child.id()).into_iter().find(|pid| comm(*pid).as_deref() == Some(short.as_str())) {
+            match children(child.id()).into_iter().find(|pid| program(*pid).as_deref() == Some(name.as_str())) {
                 Some(pid) => {
                     kill(pid);
                     (killed, done) = (true, true);
@@ -215,6 +216,15 @@ pub fn alive(pid: u32) -> bool {
 /// A process's name (`comm`, at most 15 bytes).
 pub fn comm(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|c| c.trim_end().to_owned())
+}
+
+/// The file name of the program a process runs (its `argv[0]`, the way
+/// core starts a driver: by its full path).
+pub fn program(pid: u32) -> Option<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let argv0 = cmdline.split(|b| *b == 0).next()?;
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(argv0));
+    Some(path.file_name()?.to_string_lossy().into_owned())
 }
 
 /// (pid, parent pid) of every process.

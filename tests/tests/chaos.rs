@@ -169,10 +169,11 @@ pub fn interrupt_driver<W: World>(
             );
         }
         let label = format!(
-            "{test} {} driver {driver} point {i} at {} ms: {} (exit {code:?})",
+            "{test} {} driver {driver} point {i} at {} ms: {} (exit {code:?}{})",
             op.name,
             at.as_millis(),
-            if killed { "killed" } else { "not running then" }
+            if killed { "killed" } else { "not running then" },
+            if code == Some(0) { String::new() } else { format!(", {}", stderr.trim()) }
         );
         check_and_clean(world, &label, &baseline);
     }

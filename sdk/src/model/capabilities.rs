@@ -67,6 +67,9 @@ pub enum Feature {
     PauseResume,
     PortForward,
     ResourceLimits,
+    /// `sandbox.snapshot_sweep` finds the snapshots it took of a box by
+    /// the box alone, so an interrupted snapshot leaves nothing unknown.
+    SnapshotSweep,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -78,6 +81,7 @@ impl fmt::Display for Feature {
             Feature::PauseResume => f.write_str("pause_resume"),
             Feature::PortForward => f.write_str("port_forward"),
             Feature::ResourceLimits => f.write_str("resource_limits"),
+            Feature::SnapshotSweep => f.write_str("snapshot_sweep"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -143,6 +147,9 @@ impl SandboxCapabilities {
         }
         if self.has(&Feature::Fork) && self.snapshot == SnapshotSupport::None {
             return Err("declares fork but no snapshot support to fork from".into());
+        }
+        if self.has(&Feature::SnapshotSweep) && self.snapshot == SnapshotSupport::None {
+            return Err("declares snapshot_sweep but takes no snapshots to sweep".into());
         }
         Ok(())
     }

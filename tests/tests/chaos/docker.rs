@@ -189,4 +189,9 @@ fn driver_killed_mid_call() {
     for (op, span) in [("create", 700), ("snapshot", 400), ("stop", 500), ("rm", 500)] {
         interrupt_driver(&world, test, "docker", &operation(op), 2, Duration::from_millis(span), &mut rng);
     }
+    // The host driver beneath, which runs the docker driver's commands:
+    // killed, it takes a `docker run` or `docker commit` with it mid-way.
+    for (op, span) in [("create", 700), ("snapshot", 400)] {
+        interrupt_driver(&world, test, "local", &operation(op), 2, Duration::from_millis(span), &mut rng);
+    }
 }
