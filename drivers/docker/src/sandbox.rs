@@ -34,6 +34,10 @@ pub const MIN_PIDS: u64 = 16;
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long `inspect` waits for a commit's pause or a removal to end
+/// before it reports the container as it finds it.
+pub const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Settings read from the driver's environment (core's, inherited).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -418,9 +422,26 @@ impl Docker {
         }
     }
 
+    /// The box's state, once docker's passing states have passed: `docker
+    /// commit` pauses a container while it copies it, and `docker rm`
+    /// marks it removing until it is gone — the daemon carries either on
+    /// after its client is killed. Read in the middle, a snapshot would
+    /// show a running box as stopped, and a removal a going one. So a
+    /// paused or removing container is looked at again (bounded by
+    /// [`SETTLE_WAIT`]); one still so after that is reported as it is.
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
         let handle = Handle::of(&target)?;
-        let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+        let start = std::time::Instant::now();
+        let seen = loop {
+            let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+            let passing = seen.success()
+                && serde_json::from_slice::<state::ContainerState>(&seen.stdout)
+                    .is_ok_and(|s| matches!(s.status.as_str(), "paused" | "removing"));
+            if !passing || start.elapsed() >= SETTLE_WAIT {
+                break seen;
+            }
+            tokio::time::sleep(CLAIM_POLL).await;
+        };
         let mut result = read_state(&target.box_id, &handle.container, &seen)?;
         if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
             detail.push_str(&format!("; {note}"));

@@ -465,7 +465,6 @@ async fn inspect_maps_docker_states() {
     for (reply, state) in [
         (ok(r#"{"Status":"running","OOMKilled":false}"#), BoxState::Ready),
         (ok(r#"{"Status":"exited","ExitCode":0}"#), BoxState::Stopped),
-        (ok(r#"{"Status":"paused"}"#), BoxState::Stopped),
         (failed(1, "Error: No such container: tinybox-ns1-box-0"), BoxState::Gone),
     ] {
         let host = FakeHost::replying(move |_| reply.clone());
@@ -477,6 +476,29 @@ async fn inspect_maps_docker_states() {
     let unreachable = FakeHost::new().otherwise(Reply::error(DriverError::failed("host.run: connection closed")));
     let err = d.inspect(&unreachable, target()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed);
+}
+
+#[tokio::test]
+async fn inspect_waits_out_a_commit_s_pause_and_a_removal() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let target = || BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    // A commit pauses the container for two looks, then it runs again.
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 | 1 => ok(r#"{"Status":"paused"}"#),
+        _ => ok(r#"{"Status":"running"}"#),
+    });
+    assert_eq!(docker().inspect(&host, target()).await.unwrap().state, BoxState::Ready);
+    assert_eq!(looks.load(Ordering::SeqCst), 3);
+    // A removal under way ends with the container gone.
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 => ok(r#"{"Status":"removing"}"#),
+        _ => failed(1, "Error: No such container: tinybox-ns1-box-0"),
+    });
+    assert_eq!(docker().inspect(&host, target()).await.unwrap().state, BoxState::Gone);
 }
 
 #[tokio::test]
