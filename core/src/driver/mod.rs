@@ -112,12 +112,12 @@ fn reverse_methods(reverse: Option<Arc<Reverse>>) -> RpcModule<Option<Arc<Revers
             result.map(|status| RunResult { status }).map_err(|e| {
                 // The host driver's own error code travels on. A host driver
                 // that died or broke mid-run leaves the command's fate
-                // unknown (it may have run, or run on): unavailable, so the
+                // unknown (it may have run, or run on): interrupted, so the
                 // sandbox driver and core treat it as a lost host, not as a
                 // clean failure of the command.
                 let err = match e {
                     Error::Driver { code, message, .. } => DriverError::new(code, message),
-                    other if other.outcome_unknown() => DriverError::new(ErrorCode::Unavailable, other.to_string()),
+                    other if other.outcome_unknown() => DriverError::new(ErrorCode::Interrupted, other.to_string()),
                     other => DriverError::new(ErrorCode::Failed, other.to_string()),
                 };
                 jsonrpsee::types::ErrorObjectOwned::from(err)

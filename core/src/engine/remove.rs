@@ -100,3 +100,39 @@ impl Tinybox {
         Ok(outcomes)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::driver::DriverConfig;
+    use crate::error::ErrorKind;
+    use crate::model::{BoxSpec, HostName, Placement, SandboxName};
+    use crate::store::{MemoryStore, Store};
+    use tinybox_sdk::protocol::BoxState;
+
+    #[tokio::test]
+    async fn a_box_whose_removal_began_runs_nothing_and_reads_gone_until_rm_finishes_it() {
+        let store = Arc::new(MemoryStore::new());
+        let placement = Placement::new(HostName::local(), SandboxName::new("docker").unwrap());
+        let mut info = BoxInfo::creating(BoxId::new("box-0").unwrap(), BoxSpec::new(placement), Some(1));
+        info.phase = Phase::Removing;
+        store.insert(info).unwrap();
+        let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+        let tb = Tinybox::with_parts(store.clone(), None, Arc::new(ManualClock::new(5)), config).unwrap();
+        let id = BoxId::new("box-0").unwrap();
+        // No driver is installed: each answer comes from the record alone.
+        let seen = tb.inspect(&id).await.unwrap();
+        assert_eq!(seen.state, BoxState::Gone);
+        assert!(seen.state_detail.unwrap().contains("`tinybox rm box-0` finishes it"));
+        for err in [tb.snapshot(&id).await.unwrap_err(), tb.resume(&id).await.unwrap_err()] {
+            assert_eq!(err.kind(), ErrorKind::NotReady, "{err}");
+            assert!(err.to_string().contains("being removed"), "{err}");
+        }
+        // It has no instances left to destroy: rm finishes it.
+        tb.remove(&id).await.unwrap();
+        assert!(store.list().unwrap().is_empty());
+    }
+}

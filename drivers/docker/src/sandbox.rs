@@ -202,7 +202,7 @@ impl Docker {
                     Ok(r) => r.stderr_text().trim().to_owned(),
                     Err(e) => e.message.clone(),
                 };
-                return DriverError::unavailable(format!(
+                return DriverError::interrupted(format!(
                     "docker run failed ({}: {}) and container {container} could not be removed after it ({why}); \
                      the docker daemon on the box's host may have gone away mid-create",
                     made.status,
@@ -523,7 +523,9 @@ impl Docker {
             match failure::cause(&done) {
                 _ if done.success() => removed.push(id.to_string()),
                 Cause::NoSuchImage => {}
-                Cause::NoCli | Cause::NoDaemon => return Err(failure::error(&format!("docker rmi {id}"), &done)),
+                Cause::NoCli | Cause::NoDaemon | Cause::Lost => {
+                    return Err(failure::error(&format!("docker rmi {id}"), &done));
+                }
                 // In use by a container, or the parent of a kept image.
                 _ => {}
             }

@@ -207,7 +207,7 @@ async fn a_failed_run_removes_its_leftover_and_says_why() {
 }
 
 #[tokio::test]
-async fn a_run_whose_daemon_went_away_mid_create_is_unavailable_not_a_clean_failure() {
+async fn a_run_whose_daemon_went_away_mid_create_is_interrupted_not_a_clean_failure() {
     // The daemon crashed under the client, and is not back for the cleanup:
     // whatever it made stays unknown, so core must keep the reservation.
     let host = FakeHost::replying(|argv| {
@@ -224,9 +224,22 @@ async fn a_run_whose_daemon_went_away_mid_create_is_unavailable_not_a_clean_fail
         }
     });
     let err = docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Unavailable, "{err:?}");
+    assert_eq!(err.code, ErrorCode::Interrupted, "{err:?}");
     assert!(err.message.contains("container tinybox-ns1-box-0 could not be removed"), "{err}");
     assert_eq!(verbs(&host), ["run", "rm"]);
+}
+
+#[tokio::test]
+async fn a_commit_whose_daemon_went_away_mid_request_is_interrupted() {
+    // What the docker CLI says when the daemon dies under a request: the
+    // commit may have been written, so the outcome is unknown, not failed.
+    let host = FakeHost::replying(|_| {
+        failed(1, "error during connect: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.41/commit?container=c\": EOF")
+    });
+    let target = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    let err = docker().snapshot(&host, target).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Interrupted, "{err:?}");
+    assert!(err.message.starts_with("the docker daemon on the box's host went away during docker commit"), "{err}");
 }
 
 #[tokio::test]

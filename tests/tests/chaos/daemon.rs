@@ -54,7 +54,12 @@ fn dockerd_crashed_and_restarted_mid_operation() {
         // The bystander's container came back exited: resume brings it back with its data.
         let resumed = crate::run(&world, &["resume", &bystander]);
         assert_eq!(resumed.0, 0, "{test}: resume of {bystander} after the crash: {}", resumed.2);
-        let label = format!("{test} {op} daemon crashed at {} ms (exit {:?})", at.as_millis(), ended.status.code());
+        let label = format!(
+            "{test} {op} daemon crashed at {} ms (exit {:?}{})",
+            at.as_millis(),
+            ended.status.code(),
+            if ended.status.success() { String::new() } else { format!(", {}", err.trim()) }
+        );
         check_and_clean(&world, &label, &baseline);
     }
     run_ok(&world, &["ls"]);
