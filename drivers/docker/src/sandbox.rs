@@ -378,10 +378,12 @@ impl Docker {
         let container = argv::container_name(namespace, box_id);
         let remove = async || -> Result<bool, DriverError> {
             let done = host.capture(argv::remove(&container)).await?;
-            match () {
-                _ if done.success() => Ok(true),
-                _ if failure::cause(&done) == Cause::NoSuchContainer => Ok(false),
-                _ => Err(failure::error(&format!("docker rm {container}"), &done)),
+            if done.success() {
+                Ok(true)
+            } else if failure::cause(&done) == Cause::NoSuchContainer {
+                Ok(false)
+            } else {
+                Err(failure::error(&format!("docker rm {container}"), &done))
             }
         };
         let mut removed = remove().await?;
