@@ -123,6 +123,8 @@ pub enum Error {
         "snapshot {0} was not made by this store; a box starts only from a snapshot one of its boxes took or a template saved (`tinybox inspect BOX` and `tinybox template ls` list them)"
     )]
     UnknownSnapshot(SnapshotId),
+    #[error("snapshot {id} is kept: {by}; remove that first")]
+    SnapshotKept { id: SnapshotId, by: String },
     #[error("box {id} is {state}; {hint}")]
     BoxNotReady { id: BoxId, state: String, hint: String },
     /// The engine was asked to rely on a declaration it has no passing verdict for.
@@ -155,6 +157,11 @@ pub enum Error {
     Copy(#[from] crate::engine::CopyError),
     #[error(transparent)]
     Ceiling(#[from] crate::ceiling::CeilingError),
+    /// A create whose driver failed without saying what it made (it died,
+    /// timed out, broke the protocol, or lost its daemon): the `creating`
+    /// record is kept, so `rm` finds and removes whatever was made.
+    #[error("{source}; box {id} may be partly made and is kept: `tinybox rm {id}` removes whatever was made")]
+    CreateUnsettled { id: BoxId, source: Box<Error> },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -258,6 +265,29 @@ impl Error {
         Error::Io { context: context.into(), source }
     }
 
+    /// Whether a driver call that failed this way may still have made
+    /// something: the driver gave no account of itself (it died, timed
+    /// out, broke the protocol), or it says it was interrupted (its daemon
+    /// or host went away mid-way). A refusal, or a failure the driver
+    /// reported cleanly (unavailable included: nothing could start), made
+    /// nothing that stays.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            Error::DriverDied { .. } | Error::DriverTimeout { .. } | Error::Protocol { .. } => true,
+            Error::Driver { code, .. } => *code == ErrorCode::Interrupted,
+            Error::CreateUnsettled { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The error itself, under a create kept unsettled.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::CreateUnsettled { source, .. } => source.root(),
+            other => other,
+        }
+    }
+
     pub fn unsupported(sandbox: &SandboxName, capability: Capability) -> Self {
         Error::Unsupported { sandbox: sandbox.clone(), capability }
     }
@@ -276,6 +306,7 @@ impl Error {
             | Error::Lifecycle(_)
             | Error::Settings { .. }
             | Error::UnknownSnapshot(_)
+            | Error::SnapshotKept { .. }
             | Error::NotVerifiable(_) => ErrorKind::Invalid,
             Error::Copy(crate::engine::CopyError::BoxFailed { .. }) => ErrorKind::Io,
             Error::Copy(_) => ErrorKind::Invalid,
@@ -294,6 +325,7 @@ impl Error {
             Error::UnknownHost { .. } => ErrorKind::UnknownHost,
             Error::BoxNotReady { .. } => ErrorKind::NotReady,
             Error::Io { .. } => ErrorKind::Io,
+            Error::CreateUnsettled { source, .. } => source.kind(),
             Error::Pool(crate::engine::PoolError::Empty { .. }) => ErrorKind::Unavailable,
             Error::Pool(_) => ErrorKind::Invalid,
             Error::Daemon(crate::supervisor::DaemonError::Io { .. }) => ErrorKind::Io,
@@ -345,6 +377,37 @@ mod tests {
         for (cap, text) in cases {
             assert_eq!(cap.to_string(), text);
         }
+    }
+
+    #[test]
+    fn only_a_driver_that_could_not_account_for_itself_leaves_the_outcome_unknown() {
+        let driver = |code| Error::Driver { driver: "d".into(), code, message: "m".into() };
+        let died = Error::DriverDied { driver: "d".into(), status: "signal 9".into(), stderr_tail: String::new() };
+        let timeout = Error::DriverTimeout {
+            driver: "d".into(),
+            what: "sandbox.create".into(),
+            after: Duration::from_secs(1),
+            stderr_tail: String::new(),
+        };
+        let protocol = Error::Protocol { driver: "d".into(), detail: "x".into() };
+        for unknown in [died, timeout, protocol, driver(ErrorCode::Interrupted)] {
+            assert!(unknown.outcome_unknown(), "{unknown:?}");
+        }
+        let refusals = [ErrorCode::Failed, ErrorCode::NotFound, ErrorCode::InvalidRequest, ErrorCode::Unavailable];
+        for clean in refusals.map(driver) {
+            assert!(!clean.outcome_unknown(), "{clean:?}");
+        }
+        let sandbox = SandboxName::new("docker").unwrap();
+        assert!(!Error::unsupported(&sandbox, Capability::Snapshot).outcome_unknown());
+        let kept = Error::CreateUnsettled {
+            id: BoxId::new("box-3").unwrap(),
+            source: Box::new(driver(ErrorCode::Interrupted)),
+        };
+        assert_eq!(kept.kind(), ErrorKind::Driver(ErrorCode::Interrupted), "the kind is the cause's");
+        assert_eq!(
+            kept.to_string(),
+            "driver d: m; box box-3 may be partly made and is kept: `tinybox rm box-3` removes whatever was made"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
     HandshakeResult, Health, InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams,
-    method, version,
+    SnapshotSweepParams, SnapshotSweepResult, method, version,
 };
 
 /// Who a driver is, as its handshake says.
@@ -72,6 +72,16 @@ pub trait SandboxDriver: Send + Sync + 'static {
     /// a driver that takes none or cannot delete them, answers unsupported.
     async fn snapshot_rm(&self, _host: &HostHandle, _params: SnapshotRmParams) -> Result<(), DriverError> {
         Err(DriverError::unsupported("this sandbox removes no snapshots"))
+    }
+    /// Deletes the snapshots of one box that core's `keep` does not name
+    /// (`SnapshotSweepParams`). A driver declaring `snapshot_sweep`
+    /// implements it; the default answers unsupported.
+    async fn snapshot_sweep(
+        &self,
+        _host: &HostHandle,
+        _params: SnapshotSweepParams,
+    ) -> Result<SnapshotSweepResult, DriverError> {
+        Err(DriverError::unsupported("this sandbox sweeps no snapshots"))
     }
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
@@ -295,6 +305,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: SnapshotRmParams = parse(&params)?;
             ok(s.driver.snapshot_rm(&s.host, p).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_SNAPSHOT_SWEEP, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: SnapshotSweepParams = parse(&params)?;
+            ok(s.driver.snapshot_sweep(&s.host, p).await)
         })
         .expect("unique method");
     module

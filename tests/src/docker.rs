@@ -158,12 +158,15 @@ pub fn spec(ns: &Namespace) -> BoxSpec {
 /// An engine over a memory store, with templates in their own temporary
 /// directory and timeouts that allow for a busy daemon.
 pub fn engine(clock: Arc<dyn Clock>) -> (Tinybox, tempfile::TempDir) {
+    engine_over(Arc::new(MemoryStore::new()), clock)
+}
+
+/// [`engine`] over a store the test keeps, to read or mark records itself.
+pub fn engine_over(store: Arc<MemoryStore>, clock: Arc<dyn Clock>) -> (Tinybox, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let templates = TemplateStore::open(dir.path()).expect("template store");
     let timeouts = Timeouts { handshake: Duration::from_secs(10), operation: GUARD, cancel: Duration::from_secs(15) };
-    let tb =
-        Tinybox::with_parts(Arc::new(MemoryStore::new()), Some(templates), clock, crate::driver_config(&[], timeouts))
-            .expect("engine");
+    let tb = Tinybox::with_parts(store, Some(templates), clock, crate::driver_config(&[], timeouts)).expect("engine");
     (tb, dir)
 }
 

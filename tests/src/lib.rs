@@ -5,6 +5,8 @@
 pub mod docker;
 
 pub mod boxes;
+pub mod chaos;
+pub mod dockerd;
 pub mod microvm;
 pub mod netns;
 pub mod sshd;

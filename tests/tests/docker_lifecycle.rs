@@ -463,3 +463,33 @@ fn a_persistent_box_stopped_outside_tinybox_is_resumed_with_its_files() {
     let (_, out, _) = cli.run(&["inspect", &id]);
     assert!(out.contains("running"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_snapshot_s_image_goes_with_its_box_and_recorded_snapshots_stay() {
+    use tinybox_core::model::PendingSnapshot;
+    use tinybox_core::store::{MemoryStore, Store};
+    need_docker!("docker_lifecycle::an_interrupted_snapshot_s_image_goes_with_its_box_and_recorded_snapshots_stay");
+    let ns = Namespace::new("sweep");
+    let store = Arc::new(MemoryStore::new());
+    let (tb, _dir) = docker::engine_over(store.clone(), Arc::new(SystemClock));
+    let info = tb.create(docker::spec(&ns)).await.unwrap();
+    let kept = tb.snapshot(&info.id).await.unwrap();
+    assert!(store.get(&info.id).unwrap().unwrap().pending_snapshots.is_empty(), "a finished snapshot leaves no mark");
+    // What a snapshot killed after `docker commit` and before its record
+    // leaves: its mark in the record, and an image no record names.
+    store
+        .update(&info.id, &mut |i| {
+            i.pending_snapshots.push(PendingSnapshot { token: "killed".into(), started_at: None })
+        })
+        .unwrap();
+    let lost = docker_ok(&["commit", &ns.container(info.id.as_str())]).trim().to_owned();
+    let labelled = || docker_ok(&["images", "-a", "-q", "--filter", &format!("label=tinybox.namespace={}", ns.name)]);
+    assert_eq!(labelled().lines().count(), 2, "the recorded snapshot and the lost commit");
+    tb.remove(&info.id).await.unwrap();
+    assert_ne!(docker(&["image", "inspect", &lost]).0, 0, "rm of the box left the unrecorded image {lost}");
+    assert_eq!(docker(&["image", "inspect", kept.id.as_str()]).0, 0, "rm removed recorded snapshot {}", kept.id);
+    assert_eq!(labelled().lines().count(), 1, "only the recorded snapshot is left for prune");
+    let pruned = tb.prune(false).await.unwrap();
+    assert_eq!(pruned.len(), 1, "{pruned:?}");
+    assert_eq!(labelled().lines().count(), 0);
+}

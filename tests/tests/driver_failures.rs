@@ -1,6 +1,8 @@
 //! Every way a driver can misbehave, run through the engine's real
 //! operations: each ends in the right error, naming the driver, within a
-//! bounded time, with the store unchanged.
+//! bounded time, with the store unchanged — except a create whose driver
+//! failed mid-call, which keeps its `creating` reservation so `rm` can
+//! remove whatever the driver made before it failed.
 //!
 //! The drivers are the `misbehaving-driver` binary installed under a temp
 //! dir as `tinybox-driver-<mode>`; the mode is its name.
@@ -65,8 +67,9 @@ impl Setup {
     }
 }
 
-/// Creates a box in sandbox `mode`, expecting failure: returns the error
-/// after checking it names the driver and left the store as it was.
+/// Creates a box in sandbox `mode`, expecting failure before the driver was
+/// asked to create (at its start or handshake): returns the error after
+/// checking it names the driver and left the store as it was.
 async fn create_fails(mode: &str) -> Error {
     let s = Setup::new(&[mode]);
     let err = bounded(&format!("create in {mode}"), s.engine.create(s.spec(mode)))
@@ -84,6 +87,27 @@ fn null_stdio() -> StdioFds {
         std::fs::OpenOptions::new().read(!write).write(write).open("/dev/null").expect("/dev/null").into()
     };
     StdioFds { stdin: null(false), stdout: null(true), stderr: null(true) }
+}
+
+/// Creates a box in sandbox `mode`, whose driver fails during
+/// `sandbox.create` without saying what it made: the error names the driver
+/// and says `tinybox rm` removes the box, and the store keeps one
+/// `creating` record under that id. Returns the underlying error.
+async fn create_fails_mid_call(mode: &str) -> Error {
+    let s = Setup::new(&[mode]);
+    let err = bounded(&format!("create in {mode}"), s.engine.create(s.spec(mode)))
+        .await
+        .expect_err("create in a misbehaving sandbox must fail");
+    let message = err.to_string();
+    assert!(message.contains(mode), "error does not name driver {mode}: {message}");
+    let Error::CreateUnsettled { id, source } = err else { panic!("expected CreateUnsettled, got {err:?}") };
+    assert!(message.contains(&format!("`tinybox rm {id}` removes whatever was made")), "{message}");
+    let records = s.engine.list().expect("list");
+    assert_eq!(records.len(), 1, "the reservation must be kept: {records:?}");
+    assert_eq!(records[0].id, id);
+    assert_eq!(records[0].phase, tinybox_core::model::Phase::Creating);
+    bounded("closing the engine", s.engine.close()).await;
+    *source
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,7 +175,7 @@ async fn a_driver_that_calls_before_answering_the_handshake_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_that_dies_during_create_is_reported_dead_with_its_last_words() {
-    let err = create_fails("dies-mid-call").await;
+    let err = create_fails_mid_call("dies-mid-call").await;
     match &err {
         Error::DriverDied { driver, status, stderr_tail } => {
             assert_eq!(driver, "dies-mid-call");
@@ -187,7 +211,7 @@ async fn a_driver_that_dies_during_exec_is_reported_dead_and_the_box_is_kept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_driver_that_never_answers_create_times_out() {
-    let err = create_fails("hangs-mid-call").await;
+    let err = create_fails_mid_call("hangs-mid-call").await;
     match &err {
         Error::DriverTimeout { driver, what, after, .. } => {
             assert_eq!(driver, "hangs-mid-call");

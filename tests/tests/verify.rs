@@ -261,6 +261,21 @@ fn docker_passes_its_claims() {
     assert!(ops.contains(&"snapshot") && ops.contains(&"fork"), "{ops:?}");
     assert_operations(&v);
     assert_no_boxes(&cli);
+    // The snapshot and fork probes' images went with them: none of this
+    // store's namespace is left on the daemon, and the store lists none.
+    let removed = v["report"]["operations"].as_array().unwrap().iter().filter(|o| o["op"] == "rm (snapshot)");
+    assert_eq!(removed.clone().count(), 2, "one per probe that took a snapshot: {v}");
+    assert!(removed.into_iter().all(|o| o["ok"] == true), "{v}");
+    for claim in ["snapshot.filesystem", "feature.fork"] {
+        let said = detail(&v, claim);
+        let snapshot = said.split_whitespace().find(|w| w.starts_with("sha-")).expect("the probe names its snapshot");
+        let snapshot = snapshot.trim_end_matches(|c: char| !c.is_ascii_hexdigit());
+        let (code, _, _) = tinybox_tests::docker::docker(&["image", "inspect", snapshot]);
+        assert_ne!(code, 0, "{claim}: verify left snapshot image {snapshot} ({said})");
+    }
+    let (code, out, _) = cli.run(&["--json", "snapshot", "ls"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).expect("snapshot ls json"), Value::Array(vec![]), "{out}");
 }
 
 fn procuser_driver() -> PathBuf {

@@ -312,6 +312,11 @@ impl Kit<'_> {
         let t = Instant::now();
         let made = self.tb.create(spec).await;
         self.op(op, t.elapsed(), made.is_ok());
+        if let Err(tinybox_core::Error::CreateUnsettled { id, .. }) = &made {
+            // The driver failed without saying what it made: its record is
+            // kept so that removing it removes whatever that was.
+            let _ = self.tb.remove(id).await;
+        }
         let made = made?;
         if self.box_isolation.is_none() {
             self.box_isolation = made.workspace.as_ref().map(|w| w.isolation);
@@ -343,6 +348,14 @@ impl Kit<'_> {
         let t = Instant::now();
         let gone = self.tb.remove(id).await;
         self.op(op, t.elapsed(), gone.is_ok());
+    }
+
+    /// Removes a snapshot a probe took, through core (as `prune` would), so
+    /// the kit leaves no image behind.
+    async fn remove_snapshot(&mut self, id: &tinybox_core::model::SnapshotId) {
+        let t = Instant::now();
+        let gone = self.tb.snapshot_remove(id).await;
+        self.op("rm (snapshot)", t.elapsed(), gone.is_ok());
     }
 
     async fn run_all(&mut self, source: Option<WorkspaceSource>) {

@@ -522,9 +522,16 @@ async fn snapshot(kit: &mut Kit<'_>, id: &BoxId, spec: &BoxSpec) -> Result<Verdi
     sh(kit, id, &format!("echo after > {FILE_B}")).await?;
     let mut from = spec.clone();
     from.source = Some(WorkspaceSource::Snapshot { id: snap.id.clone() });
-    let copy = kit.create("create (from snapshot)", from).await?;
-    let seen = files_in(kit, &copy).await;
-    kit.remove("rm (from snapshot)", &copy).await;
+    let copy = kit.create("create (from snapshot)", from).await;
+    let seen = match &copy {
+        Ok(copy) => files_in(kit, copy).await,
+        Err(_) => Ok((false, false)),
+    };
+    if let Ok(copy) = &copy {
+        kit.remove("rm (from snapshot)", copy).await;
+    }
+    kit.remove_snapshot(&snap.id).await;
+    copy?;
     Ok(match seen? {
         (true, false) => {
             (Status::Pass, format!("snapshot {} holds the file written before it and not the one after", snap.id))
@@ -540,12 +547,22 @@ async fn fork_probe(kit: &mut Kit<'_>, id: &BoxId) -> Result<Verdict> {
     let t = Instant::now();
     let forked = kit.tb.fork(id).await;
     kit.op("fork", t.elapsed(), forked.is_ok());
-    let forked = forked?.id;
+    let forked = forked?;
+    let snapshot = match &forked.spec.source {
+        Some(WorkspaceSource::Snapshot { id }) => Some(id.clone()),
+        _ => None,
+    };
+    let forked = forked.id;
     let seen = files_in(kit, &forked).await;
     kit.remove("rm (fork)", &forked).await;
+    // The snapshot the fork was made from is the kit's too.
+    if let Some(snapshot) = &snapshot {
+        kit.remove_snapshot(snapshot).await;
+    }
+    let from = snapshot.map_or_else(|| "none".to_owned(), |s| s.to_string());
     Ok(match seen? {
-        (true, true) => (Status::Pass, format!("fork {forked} has the source box's files")),
-        _ => (Status::Fail, format!("fork {forked} lacks files its source box had when forked")),
+        (true, true) => (Status::Pass, format!("fork {forked} (from snapshot {from}) has the source box's files")),
+        _ => (Status::Fail, format!("fork {forked} (from snapshot {from}) lacks files its source box had when forked")),
     })
 }
 

@@ -34,6 +34,7 @@ pub async fn run(app: &App, cmd: LsCmd) -> Result<u8, Error> {
         let lifecycle = match (b.spec.lifecycle, b.phase) {
             _ if pooled.is_some() && b.phase == tinybox_core::model::Phase::Created => pooled.as_deref().unwrap_or(""),
             (_, tinybox_core::model::Phase::Creating) => "(creating)",
+            (_, tinybox_core::model::Phase::Removing) => "(removing)",
             (tinybox_core::model::Lifecycle::Persistent { .. }, tinybox_core::model::Phase::Stopped) => {
                 "persistent (stopped)"
             }

@@ -14,10 +14,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jsonrpsee::RpcModule;
-use tinybox_sdk::model::{ExitStatus, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
+use tinybox_sdk::model::{ExitStatus, Feature, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, method,
+    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, SnapshotSweepParams,
+    SnapshotSweepResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -130,9 +131,14 @@ fn reverse_methods(reverse: Option<Arc<Reverse>>) -> RpcModule<Option<Arc<Revers
             let p: RunParams = params.parse()?;
             let result = ctx.host().await.run(p).await;
             result.map(|status| RunResult { status }).map_err(|e| {
-                // The host driver's own error code travels on; anything else is a failure.
+                // The host driver's own error code travels on. A host driver
+                // that died or broke mid-run leaves the command's fate
+                // unknown (it may have run, or run on): interrupted, so the
+                // sandbox driver and core treat it as a lost host, not as a
+                // clean failure of the command.
                 let err = match e {
                     Error::Driver { code, message, .. } => DriverError::new(code, message),
+                    other if other.outcome_unknown() => DriverError::new(ErrorCode::Interrupted, other.to_string()),
                     other => DriverError::new(ErrorCode::Failed, other.to_string()),
                 };
                 jsonrpsee::types::ErrorObjectOwned::from(err)
@@ -264,6 +270,18 @@ impl SandboxLink {
                 conn.call::<_, serde_json::Value>(method::SANDBOX_SNAPSHOT_RM, params).await?;
                 Ok(())
             }
+        }
+    }
+
+    /// Removes the snapshots of one box the store does not keep (an
+    /// interrupted snapshot's among them). A sandbox that does not declare
+    /// `snapshot_sweep` is not asked: it leaves nothing it could find.
+    pub async fn snapshot_sweep(&self, params: SnapshotSweepParams) -> Result<SnapshotSweepResult> {
+        match self {
+            SandboxLink::Driver { conn, .. } if self.capabilities().has(&Feature::SnapshotSweep) => {
+                conn.call(method::SANDBOX_SNAPSHOT_SWEEP, params).await
+            }
+            _ => Ok(SnapshotSweepResult::default()),
         }
     }
 

@@ -1,5 +1,9 @@
 //! Creating a box: validate, gate, reserve an identifier, ask the driver,
-//! record. A failure at any step leaves the store as it was.
+//! record. A refusal, or a failure the driver reported cleanly, leaves the
+//! store as it was. A driver that failed without saying what it made (it
+//! died, timed out, broke the protocol, or lost its daemon mid-way) may
+//! have left a container or a VM: its `creating` reservation is kept, so
+//! `rm` (or a reaper) finds and removes it by the box's identifier.
 
 use std::path::PathBuf;
 
@@ -93,6 +97,10 @@ impl Tinybox {
                 info.workspace_dir = bound_dir.clone();
             })?),
             Err(e) => {
+                if e.outcome_unknown() {
+                    // `rm` of a creating record removes the synced copy too.
+                    return Err(Error::CreateUnsettled { id, source: Box::new(e) });
+                }
                 if let Some(dir) = &synced_dir {
                     self.discard_synced(&spec.workspace.host, dir).await;
                 }

@@ -95,6 +95,7 @@ impl Tinybox {
                     hint: format!("remove it with `tinybox rm {id}`"),
                 });
             }
+            Phase::Removing => return Err(super::being_removed(id)),
         }
         let newest = info.snapshots.last().ok_or_else(|| LifecycleError::NoSnapshot(id.clone()))?;
         let spec = BoxSpec { source: Some(WorkspaceSource::Snapshot { id: newest.id.clone() }), ..info.spec.clone() };

@@ -154,6 +154,10 @@ impl Tinybox {
             let detail = format!("stopped by `tinybox stop`; `tinybox resume {id}` brings it back");
             return Ok(BoxView { info, state: BoxState::Stopped, state_detail: Some(detail) });
         }
+        if info.phase == Phase::Removing {
+            let detail = format!("being removed (or its removal was interrupted); `tinybox rm {id}` finishes it");
+            return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some(detail) });
+        }
         let Some(ws) = info.workspace.clone() else {
             return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some("creation did not finish".into()) });
         };
@@ -181,6 +185,7 @@ impl Tinybox {
     fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {
         match (&info.phase, &info.workspace) {
             (Phase::Created, Some(ws)) => Ok(ws),
+            (Phase::Removing, _) => Err(being_removed(&info.id)),
             (Phase::Stopped, _) => Err(Error::BoxNotReady {
                 id: info.id.clone(),
                 state: "stopped".into(),
@@ -192,6 +197,15 @@ impl Tinybox {
                 hint: format!("remove it with `tinybox rm {}`", info.id),
             }),
         }
+    }
+}
+
+/// Why nothing more is done with a box whose removal began.
+pub(crate) fn being_removed(id: &BoxId) -> Error {
+    Error::BoxNotReady {
+        id: id.clone(),
+        state: "being removed (or its removal was interrupted)".into(),
+        hint: format!("`tinybox rm {id}` finishes it"),
     }
 }
 

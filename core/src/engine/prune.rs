@@ -92,6 +92,15 @@ fn kept_by(id: &SnapshotId, boxes: &[BoxInfo], templates: &[Template]) -> Vec<Ke
     kept
 }
 
+/// What keeps a snapshot, as a person reads it.
+fn kept_by_text(k: &KeptBy) -> String {
+    match k {
+        KeptBy::Source { box_id } => format!("box {box_id} was made from it"),
+        KeptBy::Resume { box_id } => format!("persistent box {box_id} resumes from it"),
+        KeptBy::Template { template } => format!("template {template} names it"),
+    }
+}
+
 impl Tinybox {
     /// Every snapshot this store took or names — recorded when taken, listed
     /// by a box, or named by a template — in the order taken, each with
@@ -167,6 +176,18 @@ impl Tinybox {
             outcomes.push(PruneOutcome { id: l.id, sandbox: l.sandbox, host: l.host, result, error });
         }
         Ok(outcomes)
+    }
+
+    /// Removes one snapshot nothing keeps, as `prune` would, leaving every
+    /// other alone: for a caller that took it and is done with it (the
+    /// conformance kit). One something keeps is refused, naming what.
+    pub async fn snapshot_remove(&self, id: &SnapshotId) -> Result<PruneResult> {
+        let listing = self.snapshot_list()?.into_iter().find(|l| &l.id == id);
+        let Some(l) = listing else { return Err(Error::UnknownSnapshot(id.clone())) };
+        if let Some(kept) = l.kept_by.first() {
+            return Err(Error::SnapshotKept { id: id.clone(), by: kept_by_text(kept) });
+        }
+        self.remove_snapshot(&l).await
     }
 
     /// Deletes one snapshot in its sandbox, then forgets it everywhere the
@@ -304,5 +325,28 @@ mod tests {
         let error = out[0].error.as_deref().unwrap();
         assert!(error.contains("no driver named nosuch") && !error.contains('\n'), "{error}");
         assert_eq!(store.snapshots().unwrap(), [entry], "a snapshot still there is still recorded");
+    }
+
+    #[tokio::test]
+    async fn one_snapshot_is_removed_alone_and_a_kept_or_unknown_one_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Arc::new(MemoryStore::new());
+        store.insert(boxed("box-0", BoxSpec::new(docker()), &["a", "b"], Phase::Created)).unwrap();
+        let mut fork = BoxSpec::new(docker());
+        fork.source = Some(WorkspaceSource::Snapshot { id: sid("b") });
+        store.insert(boxed("box-1", fork, &[], Phase::Created)).unwrap();
+        let tb = engine(store.clone(), tmp.path());
+        let err = tb.snapshot_remove(&sid("b")).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("snapshot {} is kept: box box-1 was made from it; remove that first", sid("b"))
+        );
+        let err = tb.snapshot_remove(&sid("z")).await.unwrap_err();
+        assert!(matches!(err, Error::UnknownSnapshot(_)), "{err:?}");
+        // Nothing keeps a: it goes to its sandbox (none installed here, so
+        // that fails), and b is not touched.
+        let err = tb.snapshot_remove(&sid("a")).await.unwrap_err();
+        assert!(err.to_string().contains("no driver named docker"), "{err}");
+        assert!(store.get(&BoxId::new("box-0").unwrap()).unwrap().unwrap().has_snapshot(&sid("b")));
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 use tinybox_sdk::model::BoxId;
-use tinybox_sdk::protocol::{BoxRef, ErrorCode};
+use tinybox_sdk::protocol::{BoxRef, ErrorCode, SnapshotSweepParams};
 
 use super::Tinybox;
 use crate::error::{Error, Result};
@@ -22,7 +22,13 @@ impl Tinybox {
     /// Destroys the box in its sandbox(es), then forgets it. A box its
     /// sandbox no longer has is simply forgotten.
     pub async fn remove(&self, id: &BoxId) -> Result<BoxInfo> {
-        let info = self.get(id)?;
+        let mut info = self.get(id)?;
+        // Marked first: a removal interrupted from here on leaves a box
+        // nobody runs anything in, that `ls` shows as being removed, and
+        // whose state is not read back from a daemon still finishing it.
+        if matches!(info.phase, Phase::Created | Phase::Stopped) {
+            info = self.store.update(id, &mut |info| info.phase = Phase::Removing)?;
+        }
         for instance in info.runner.iter().chain(info.workspace.iter()) {
             self.destroy_instance(id, instance).await?;
         }
@@ -41,6 +47,7 @@ impl Tinybox {
                 }
             }
         }
+        self.sweep_unrecorded_snapshots(id).await?;
         // A local directory on a remote host was synced there for this box.
         let host = &info.spec.workspace.host;
         let synced = matches!(info.spec.source, Some(tinybox_sdk::model::WorkspaceSource::LocalDir { .. }));
@@ -49,6 +56,27 @@ impl Tinybox {
         }
         self.store.remove(id)?;
         Ok(info)
+    }
+
+    /// After the box's instances are gone (so no snapshot of it can start
+    /// again), removes the images of snapshots that began and were never
+    /// recorded: the record still marks them pending. Every snapshot the
+    /// store names is kept. A snapshot of this box still running in another
+    /// process loses its image to the box's removal and fails.
+    async fn sweep_unrecorded_snapshots(&self, id: &BoxId) -> Result<()> {
+        let info = self.get(id)?;
+        if info.pending_snapshots.is_empty() {
+            return Ok(());
+        }
+        let placement = &info.spec.workspace;
+        let link = self.drivers.sandbox(&placement.sandbox, &placement.host).await?;
+        let keep = self.snapshot_list()?.into_iter().map(|l| l.id).collect();
+        let params = SnapshotSweepParams { namespace: info.spec.namespace.clone(), box_id: id.clone(), keep };
+        let swept = link.snapshot_sweep(params).await?;
+        if !swept.removed.is_empty() {
+            tracing::info!("box {id}: removed unrecorded snapshot images {}", swept.removed.join(", "));
+        }
+        Ok(())
     }
 
     pub(super) async fn destroy_instance(&self, id: &BoxId, instance: &Instance) -> Result<()> {
@@ -70,5 +98,41 @@ impl Tinybox {
             outcomes.push(ReapOutcome { id: info.id, expired_at, error });
         }
         Ok(outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::driver::DriverConfig;
+    use crate::error::ErrorKind;
+    use crate::model::{BoxSpec, HostName, Placement, SandboxName};
+    use crate::store::{MemoryStore, Store};
+    use tinybox_sdk::protocol::BoxState;
+
+    #[tokio::test]
+    async fn a_box_whose_removal_began_runs_nothing_and_reads_gone_until_rm_finishes_it() {
+        let store = Arc::new(MemoryStore::new());
+        let placement = Placement::new(HostName::local(), SandboxName::new("docker").unwrap());
+        let mut info = BoxInfo::creating(BoxId::new("box-0").unwrap(), BoxSpec::new(placement), Some(1));
+        info.phase = Phase::Removing;
+        store.insert(info).unwrap();
+        let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+        let tb = Tinybox::with_parts(store.clone(), None, Arc::new(ManualClock::new(5)), config).unwrap();
+        let id = BoxId::new("box-0").unwrap();
+        // No driver is installed: each answer comes from the record alone.
+        let seen = tb.inspect(&id).await.unwrap();
+        assert_eq!(seen.state, BoxState::Gone);
+        assert!(seen.state_detail.unwrap().contains("`tinybox rm box-0` finishes it"));
+        for err in [tb.snapshot(&id).await.unwrap_err(), tb.resume(&id).await.unwrap_err()] {
+            assert_eq!(err.kind(), ErrorKind::NotReady, "{err}");
+            assert!(err.to_string().contains("being removed"), "{err}");
+        }
+        // It has no instances left to destroy: rm finishes it.
+        tb.remove(&id).await.unwrap();
+        assert!(store.list().unwrap().is_empty());
     }
 }

@@ -9,7 +9,7 @@ use tinybox_sdk::protocol::BoxRef;
 use super::Tinybox;
 use crate::error::{Error, Result, TemplateError};
 use crate::gate;
-use crate::model::{BoxInfo, SnapshotRecord};
+use crate::model::{BoxInfo, PendingSnapshot, SnapshotRecord};
 use crate::store::{SnapshotEntry, Template};
 
 impl Tinybox {
@@ -19,7 +19,23 @@ impl Tinybox {
         let ws = self.instance(&info)?.clone();
         let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
         gate::admit_snapshot(&ws.placement.sandbox, &link.capabilities())?;
-        let snap = link.snapshot(BoxRef { box_id: id.clone(), handle: ws.handle }).await?;
+        // Recorded before the driver is asked: a snapshot killed between
+        // the driver's work and the record below leaves this behind, and
+        // `rm` of the box then sweeps the image no record names.
+        let pending = PendingSnapshot { token: pending_token(), started_at: Some(self.clock.now()) };
+        self.store.update(id, &mut |info| info.pending_snapshots.push(pending.clone()))?;
+        let done = |info: &mut BoxInfo| info.pending_snapshots.retain(|p| p.token != pending.token);
+        let snap = match link.snapshot(BoxRef { box_id: id.clone(), handle: ws.handle }).await {
+            Ok(snap) => snap,
+            Err(e) => {
+                // A failure the driver reported cleanly made nothing; one it
+                // could not account for keeps the mark for `rm`.
+                if !e.outcome_unknown() {
+                    let _ = self.store.update(id, &mut |info| done(info));
+                }
+                return Err(e);
+            }
+        };
         let record = SnapshotRecord { id: snap, taken_at: Some(self.clock.now()) };
         // First the store-wide record, which outlives the box: a snapshot
         // taken is never one prune cannot find.
@@ -31,7 +47,10 @@ impl Tinybox {
             box_id: id.clone(),
             taken_at: record.taken_at,
         })?;
-        self.store.update(id, &mut |info| info.snapshots.push(record.clone()))?;
+        self.store.update(id, &mut |info| {
+            info.snapshots.push(record.clone());
+            done(info);
+        })?;
         Ok(record)
     }
 
@@ -92,6 +111,15 @@ impl Tinybox {
     pub(super) fn templates(&self) -> Result<&crate::store::TemplateStore> {
         self.templates.as_ref().ok_or_else(|| TemplateError::NoTemplates.into())
     }
+}
+
+/// A token no other snapshot of any process has: this process's id, the
+/// time, and a count within the process.
+fn pending_token() -> String {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}-{nanos}-{n}", std::process::id())
 }
 
 #[cfg(test)]

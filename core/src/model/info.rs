@@ -20,6 +20,13 @@ pub enum Phase {
     /// A persistent box captured by `tinybox stop`: its instances are gone,
     /// its snapshots remain, and `tinybox resume` makes it again.
     Stopped,
+    /// `tinybox rm` began removing the box and has not finished: it runs
+    /// now, or was interrupted (its driver's request may still be going on
+    /// in a daemon). Its instances may be there, going or gone; nothing
+    /// more runs in it, and `tinybox rm` finishes it. A box still being
+    /// created stays `creating` instead: only that phase says its
+    /// instances are found by name.
+    Removing,
 }
 
 /// One sandbox instance backing a box: the workspace, or a separate runner.
@@ -55,6 +62,18 @@ pub struct SnapshotRecord {
     pub taken_at: Option<u64>,
 }
 
+/// A snapshot under way: recorded before its driver is asked, removed
+/// with the snapshot's own record. One left behind (the snapshot was
+/// killed, or its driver failed without saying what it made) means an
+/// image may exist that no record names; `rm` of the box sweeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingSnapshot {
+    /// Unique to the one snapshot: what it removes when it is done.
+    pub token: String,
+    #[serde(default)]
+    pub started_at: Option<u64>,
+}
+
 /// A box as the store records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoxInfo {
@@ -75,6 +94,9 @@ pub struct BoxInfo {
     pub runner: Option<Instance>,
     #[serde(default)]
     pub snapshots: Vec<SnapshotRecord>,
+    /// Snapshots begun and not (yet) recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_snapshots: Vec<PendingSnapshot>,
     /// The host directory the workspace is bound from, recorded by core
     /// when the box is made (from a `LocalDir` source, or inherited from
     /// the record a snapshot source came from). The only place a box's
@@ -99,6 +121,7 @@ impl BoxInfo {
             workspace: None,
             runner: None,
             snapshots: Vec::new(),
+            pending_snapshots: Vec::new(),
             workspace_dir: None,
             pool: None,
         }

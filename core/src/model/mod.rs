@@ -5,7 +5,7 @@
 pub mod info;
 pub mod spec;
 
-pub use info::{BoxInfo, Instance, Phase, SnapshotRecord};
+pub use info::{BoxInfo, Instance, PendingSnapshot, Phase, SnapshotRecord};
 pub use spec::{BoxSpec, Lifecycle, PASSTHROUGH, Placement, SpecError};
 pub use tinybox_sdk::model::*;
 

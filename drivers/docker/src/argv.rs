@@ -226,6 +226,17 @@ pub fn owner(dir: &Path) -> Vec<String> {
     ["stat", "-L", "-c", "%u:%g", "--"].into_iter().map(String::from).chain([dir.to_string_lossy().into()]).collect()
 }
 
+/// `docker create` of a container that only holds `container`'s name (it
+/// is never started): labelled as the box's own, so a claim left by a
+/// killed driver is still this store's, found and removed with the box.
+pub fn claim(container: &str, box_id: &str, namespace: &str, image: &str) -> Vec<String> {
+    let mut a = docker(&["create", "--name", container]);
+    a.extend(["--label".into(), format!("tinybox.box={box_id}")]);
+    a.extend(["--label".into(), format!("tinybox.namespace={namespace}")]);
+    a.extend(["--network", "none", "--pull", "never", "--entrypoint", "true", image].map(String::from));
+    a
+}
+
 pub fn remove(container: &str) -> Vec<String> {
     docker(&["rm", "--force", container])
 }
@@ -236,6 +247,14 @@ pub fn commit(container: &str) -> Vec<String> {
 
 pub fn tag(image: &str, name: &str) -> Vec<String> {
     docker(&["tag", image, name])
+}
+
+/// Every image committed from box `box_id`'s containers in `namespace`,
+/// by full id: `docker commit` copies the container's labels, and a
+/// commit interrupted before its tag is listed too (`-a`).
+pub fn images_of(namespace: &str, box_id: &str) -> Vec<String> {
+    let (ns, b) = (format!("label=tinybox.namespace={namespace}"), format!("label=tinybox.box={box_id}"));
+    docker(&["images", "-a", "--no-trunc", "--filter", &ns, "--filter", &b, "--format", "{{.ID}}"])
 }
 
 /// `docker rmi NAME`: removes the tag, and the image with its last tag.

@@ -12,6 +12,9 @@ pub enum Cause {
     NoCli,
     /// The CLI ran but could not reach a daemon.
     NoDaemon,
+    /// The daemon went away while it handled the request (it crashed or
+    /// restarted): what the request had done by then is unknown.
+    Lost,
     NoSuchContainer,
     NoSuchImage,
     /// `docker run`'s entrypoint (our `sh`) is not in the image.
@@ -30,6 +33,8 @@ pub fn cause(c: &Captured) -> Cause {
         || err.contains("permission denied while trying to connect to the Docker daemon")
     {
         Cause::NoDaemon
+    } else if err.contains("error during connect") || err.contains("unexpected EOF") {
+        Cause::Lost
     } else if err.contains("No such container") {
         Cause::NoSuchContainer
     } else if err.contains("No such image") || err.contains("No such object") {
@@ -52,6 +57,9 @@ pub fn error(what: &str, c: &Captured) -> DriverError {
             "no docker CLI on the box's host ({stderr}); install docker there (docker.io on Debian)"
         )),
         Cause::NoDaemon => DriverError::unavailable(format!("docker daemon not reachable on the box's host: {stderr}")),
+        Cause::Lost => DriverError::interrupted(format!(
+            "the docker daemon on the box's host went away during {what}, so what it did is unknown: {stderr}"
+        )),
         Cause::NoSuchContainer => DriverError::not_found(format!("{what}: no such container ({stderr})")),
         _ => DriverError::failed(format!("{what} failed ({}): {stderr}", c.status)),
     }

@@ -27,6 +27,7 @@ use tinybox_sdk::model::{
 };
 use tinybox_sdk::protocol::{
     BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotRmParams,
+    SnapshotSweepParams, SnapshotSweepResult,
 };
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -41,7 +42,14 @@ fn capabilities() -> SandboxCapabilities {
     SandboxCapabilities {
         isolation: IsolationLevel::Kernel,
         snapshot: SnapshotSupport::Filesystem,
-        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits, Feature::Terminal].into(),
+        features: [
+            Feature::Fork,
+            Feature::PortForward,
+            Feature::ResourceLimits,
+            Feature::Terminal,
+            Feature::SnapshotSweep,
+        ]
+        .into(),
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
@@ -136,6 +144,14 @@ impl SandboxDriver for DockerSandbox {
 
     async fn snapshot_rm(&self, host: &HostHandle, params: SnapshotRmParams) -> Result<(), DriverError> {
         self.docker.snapshot_rm(host, params).await
+    }
+
+    async fn snapshot_sweep(
+        &self,
+        host: &HostHandle,
+        params: SnapshotSweepParams,
+    ) -> Result<SnapshotSweepResult, DriverError> {
+        self.docker.snapshot_sweep(host, params).await
     }
 
     async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

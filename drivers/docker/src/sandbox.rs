@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{BoxId, ExitStatus, NetworkPolicy, PortMapping, SnapshotId, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, InspectResult, RunParams, SnapshotRmParams,
+    SnapshotSweepParams, SnapshotSweepResult,
 };
 
 use crate::argv::{self, RunSpec};
@@ -26,6 +27,16 @@ use tinybox_sdk::stdio::{StdioFds, StdioServer};
 /// peer"); from 10, none failed in 30 runs. 16 leaves a margin for a
 /// command and a pipeline.
 pub const MIN_PIDS: u64 = 16;
+
+/// How long removing an interrupted create waits for the daemon to finish
+/// a container it is still making (its layer, on a loaded host), and how
+/// often it looks meanwhile.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long `inspect` waits for a commit's pause or a removal to end
+/// before it reports the container as it finds it.
+pub const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Settings read from the driver's environment (core's, inherited).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +192,23 @@ impl Docker {
             ));
         }
         if !matches!(cause, Cause::NoCli | Cause::NoDaemon) {
-            let _ = host.capture(argv::remove(container)).await;
+            // A daemon that went away mid-run (it crashed, or restarts) may
+            // hold the container when it is back, and cannot remove it now:
+            // the box's outcome is unknown, so core keeps its reservation.
+            let removed = host.capture(argv::remove(container)).await;
+            let unreachable = removed.as_ref().is_ok_and(|r| failure::cause(r) == Cause::NoDaemon);
+            if removed.is_err() || unreachable {
+                let why = match &removed {
+                    Ok(r) => r.stderr_text().trim().to_owned(),
+                    Err(e) => e.message.clone(),
+                };
+                return DriverError::interrupted(format!(
+                    "docker run failed ({}: {}) and container {container} could not be removed after it ({why}); \
+                     the docker daemon on the box's host may have gone away mid-create",
+                    made.status,
+                    made.stderr_text().trim()
+                ));
+            }
         }
         match (cause, &p.source) {
             (Cause::NoShell, _) => DriverError::invalid(format!(
@@ -332,17 +359,96 @@ impl Docker {
 
     pub async fn destroy(&self, host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
         // A box whose create never answered is found by its name alone.
-        let container = match target.interrupted_namespace() {
-            Some(namespace) => argv::container_name(namespace, target.box_id.as_str()),
-            None => Handle::of(&target)?.container,
-        };
+        if let Some(namespace) = target.interrupted_namespace() {
+            return self.destroy_interrupted(host, namespace, target.box_id.as_str()).await;
+        }
+        let container = Handle::of(&target)?.container;
         let done = host.capture(argv::remove(&container)).await?;
         if done.success() { Ok(()) } else { Err(failure::error(&format!("docker rm {container}"), &done)) }
     }
 
+    /// Removes the container of a create that never answered, including
+    /// one the daemon is still making: a killed `docker run` client leaves
+    /// its create request running in the daemon, which reserves the name
+    /// at once but registers the container (and answers `docker rm`) only
+    /// once its layer is made, possibly after a first `rm` found nothing.
+    /// So the name is claimed with a container of this driver's own that
+    /// is never started: a claim refused because the name is in use means
+    /// a container is (being) made under it, which is removed (waiting,
+    /// bounded, for the daemon to finish it) before claiming again; a claim
+    /// that succeeds proves no create holds the name, and no late one can
+    /// finish under it, so removing the claim leaves nothing. Without the
+    /// base image on the host the name cannot be claimed: one `rm` is all.
+    async fn destroy_interrupted(&self, host: &dyn Host, namespace: &str, box_id: &str) -> Result<(), DriverError> {
+        let container = argv::container_name(namespace, box_id);
+        let remove = async || -> Result<bool, DriverError> {
+            let done = host.capture(argv::remove(&container)).await?;
+            if done.success() {
+                Ok(true)
+            } else if failure::cause(&done) == Cause::NoSuchContainer {
+                Ok(false)
+            } else {
+                Err(failure::error(&format!("docker rm {container}"), &done))
+            }
+        };
+        let mut removed = remove().await?;
+        let image = &self.config.base_image;
+        if image.is_empty() || image.starts_with('-') {
+            return if removed { Ok(()) } else { Err(DriverError::not_found(format!("no container {container}"))) };
+        }
+        let claim = argv::claim(&container, box_id, namespace, image);
+        let start = std::time::Instant::now();
+        loop {
+            let claimed = host.capture(claim.clone()).await?;
+            if claimed.success() {
+                remove().await?;
+                break;
+            }
+            match failure::cause(&claimed) {
+                Cause::NameInUse if start.elapsed() < CLAIM_WAIT => {
+                    // The daemon is still making it: poll until it is
+                    // registered and removable.
+                    removed |= remove().await?;
+                    tokio::time::sleep(CLAIM_POLL).await;
+                }
+                Cause::NameInUse => {
+                    return Err(DriverError::failed(format!(
+                        "container {container} was still being made by the docker daemon {}s after its create \
+                         was interrupted; run `tinybox rm` again",
+                        CLAIM_WAIT.as_secs()
+                    )));
+                }
+                Cause::NoSuchImage => break,
+                _ => return Err(failure::error(&format!("docker create {container}"), &claimed)),
+            }
+        }
+        if removed {
+            Ok(())
+        } else {
+            Err(DriverError::not_found(format!("no container {container}: box {box_id}'s create made none")))
+        }
+    }
+
+    /// The box's state, once docker's passing states have passed: `docker
+    /// commit` pauses a container while it copies it, and `docker rm`
+    /// marks it removing until it is gone — the daemon carries either on
+    /// after its client is killed. Read in the middle, a snapshot would
+    /// show a running box as stopped, and a removal a going one. So a
+    /// paused or removing container is looked at again (bounded by
+    /// [`SETTLE_WAIT`]); one still so after that is reported as it is.
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
         let handle = Handle::of(&target)?;
-        let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+        let start = std::time::Instant::now();
+        let seen = loop {
+            let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+            let passing = seen.success()
+                && serde_json::from_slice::<state::ContainerState>(&seen.stdout)
+                    .is_ok_and(|s| matches!(s.status.as_str(), "paused" | "removing"));
+            if !passing || start.elapsed() >= SETTLE_WAIT {
+                break seen;
+            }
+            tokio::time::sleep(CLAIM_POLL).await;
+        };
         let mut result = read_state(&target.box_id, &handle.container, &seen)?;
         if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
             detail.push_str(&format!("; {note}"));
@@ -394,6 +500,44 @@ impl Docker {
             Cause::NoSuchImage => DriverError::not_found(format!("snapshot {id} does not exist on the box's host")),
             _ => failure::error(&format!("docker rmi {id}"), &done),
         })
+    }
+
+    /// Removes every image committed from the box's containers whose
+    /// snapshot id core does not keep: a snapshot interrupted after `docker
+    /// commit` left one no record names. Found by the labels the box's
+    /// container carries (`docker commit` copies them), so nothing of
+    /// another box, namespace or store is touched; an image still in use
+    /// (a box was made from it) stays.
+    pub async fn snapshot_sweep(
+        &self,
+        host: &dyn Host,
+        p: SnapshotSweepParams,
+    ) -> Result<SnapshotSweepResult, DriverError> {
+        let listed = host.capture(argv::images_of(&p.namespace, p.box_id.as_str())).await?;
+        if !listed.success() {
+            return Err(failure::error("docker images", &listed));
+        }
+        let mut images: Vec<String> = listed.stdout_text().split_whitespace().map(str::to_owned).collect();
+        images.sort();
+        images.dedup();
+        let mut removed = Vec::new();
+        for image in images {
+            let Some(id) = snapshot_id(&image) else { continue };
+            if p.keep.contains(&id) {
+                continue;
+            }
+            let done = host.capture(argv::remove_image(&image)).await?;
+            match failure::cause(&done) {
+                _ if done.success() => removed.push(id.to_string()),
+                Cause::NoSuchImage => {}
+                Cause::NoCli | Cause::NoDaemon | Cause::Lost => {
+                    return Err(failure::error(&format!("docker rmi {id}"), &done));
+                }
+                // In use by a container, or the parent of a kept image.
+                _ => {}
+            }
+        }
+        Ok(SnapshotSweepResult { removed })
     }
 
     /// Stops the command of exec `exec_id` inside its container (unless

@@ -207,6 +207,42 @@ async fn a_failed_run_removes_its_leftover_and_says_why() {
 }
 
 #[tokio::test]
+async fn a_run_whose_daemon_went_away_mid_create_is_interrupted_not_a_clean_failure() {
+    // The daemon crashed under the client, and is not back for the cleanup:
+    // whatever it made stays unknown, so core must keep the reservation.
+    let host = FakeHost::replying(|argv| {
+        if argv[1] == "run" {
+            failed(
+                125,
+                "docker: error during connect: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.41/containers/create\": EOF.",
+            )
+        } else {
+            failed(
+                1,
+                "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?",
+            )
+        }
+    });
+    let err = docker().create(&host, params(None, NetworkPolicy::Denied, vec![])).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Interrupted, "{err:?}");
+    assert!(err.message.contains("container tinybox-ns1-box-0 could not be removed"), "{err}");
+    assert_eq!(verbs(&host), ["run", "rm"]);
+}
+
+#[tokio::test]
+async fn a_commit_whose_daemon_went_away_mid_request_is_interrupted() {
+    // What the docker CLI says when the daemon dies under a request: the
+    // commit may have been written, so the outcome is unknown, not failed.
+    let host = FakeHost::replying(|_| {
+        failed(1, "error during connect: Post \"http://%2Fvar%2Frun%2Fdocker.sock/v1.41/commit?container=c\": EOF")
+    });
+    let target = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    let err = docker().snapshot(&host, target).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Interrupted, "{err:?}");
+    assert!(err.message.starts_with("the docker daemon on the box's host went away during docker commit"), "{err}");
+}
+
+#[tokio::test]
 async fn a_name_in_use_is_someone_else_s_and_is_left_alone() {
     let host = FakeHost::replying(|_| {
         failed(
@@ -442,7 +478,6 @@ async fn inspect_maps_docker_states() {
     for (reply, state) in [
         (ok(r#"{"Status":"running","OOMKilled":false}"#), BoxState::Ready),
         (ok(r#"{"Status":"exited","ExitCode":0}"#), BoxState::Stopped),
-        (ok(r#"{"Status":"paused"}"#), BoxState::Stopped),
         (failed(1, "Error: No such container: tinybox-ns1-box-0"), BoxState::Gone),
     ] {
         let host = FakeHost::replying(move |_| reply.clone());
@@ -454,6 +489,29 @@ async fn inspect_maps_docker_states() {
     let unreachable = FakeHost::new().otherwise(Reply::error(DriverError::failed("host.run: connection closed")));
     let err = d.inspect(&unreachable, target()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed);
+}
+
+#[tokio::test]
+async fn inspect_waits_out_a_commit_s_pause_and_a_removal() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let target = || BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    // A commit pauses the container for two looks, then it runs again.
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 | 1 => ok(r#"{"Status":"paused"}"#),
+        _ => ok(r#"{"Status":"running"}"#),
+    });
+    assert_eq!(docker().inspect(&host, target()).await.unwrap().state, BoxState::Ready);
+    assert_eq!(looks.load(Ordering::SeqCst), 3);
+    // A removal under way ends with the container gone.
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 => ok(r#"{"Status":"removing"}"#),
+        _ => failed(1, "Error: No such container: tinybox-ns1-box-0"),
+    });
+    assert_eq!(docker().inspect(&host, target()).await.unwrap().state, BoxState::Gone);
 }
 
 #[tokio::test]
@@ -593,16 +651,50 @@ fn config_defaults_to_busybox() {
     }
 }
 
+const NO_SUCH_CONTAINER: &str = "Error response from daemon: No such container: tinybox-ns1-box-3";
+const NAME_IN_USE: &str = "Error response from daemon: Conflict. The container name \"/tinybox-ns1-box-3\" is \
+                           already in use by container \"abc\".";
+
 #[tokio::test]
-async fn an_interrupted_box_is_found_by_its_name_alone() {
+async fn an_interrupted_box_is_found_by_its_name_alone_and_its_name_claimed_before_it_is_done() {
     let host = FakeHost::replying(|_| ok(""));
     let target = BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1");
     docker().destroy(&host, target.clone()).await.unwrap();
-    assert_eq!(commands(&host), [argv::remove("tinybox-ns1-box-3")]);
-    // Nothing there: read as already gone, so core forgets the record.
-    let host = FakeHost::replying(|_| failed(1, "Error response from daemon: No such container: tinybox-ns1-box-3"));
+    let (rm, claim) = (argv::remove("tinybox-ns1-box-3"), argv::claim("tinybox-ns1-box-3", "box-3", "ns1", "base:1"));
+    assert_eq!(commands(&host), [rm.clone(), claim.clone(), rm.clone()]);
+    assert!(has_pair(&claim, "--pull", "never") && has_pair(&claim, "--label", "tinybox.namespace=ns1"), "{claim:?}");
+    // Nothing there, and the name free: read as already gone, so core forgets the record.
+    let host = FakeHost::replying(|argv| if argv[1] == "rm" { failed(1, NO_SUCH_CONTAINER) } else { ok("") });
     let err = docker().destroy(&host, target).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound, "{err:?}");
+}
+
+#[tokio::test]
+async fn a_container_the_daemon_finishes_after_the_first_rm_is_removed_too() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The daemon holds the name from the interrupted create's start, and
+    // registers the container only at its third look.
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |argv| match argv[1].as_str() {
+        "rm" if seen.load(Ordering::SeqCst) < 3 => failed(1, NO_SUCH_CONTAINER),
+        "rm" => ok("tinybox-ns1-box-3"),
+        _ if seen.fetch_add(1, Ordering::SeqCst) < 3 => failed(125, NAME_IN_USE),
+        _ => ok("0123abcd"),
+    });
+    let target = BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1");
+    docker().destroy(&host, target).await.unwrap();
+    assert_eq!(verbs(&host), ["rm", "create", "rm", "create", "rm", "create", "rm", "create", "rm"]);
+    assert_eq!(looks.load(Ordering::SeqCst), 4, "claimed again until the name was free");
+}
+
+#[tokio::test]
+async fn without_the_base_image_an_interrupted_box_gets_one_rm() {
+    let host = FakeHost::replying(|argv| {
+        if argv[1] == "rm" { ok("") } else { failed(125, "Error response from daemon: No such image: base:1") }
+    });
+    docker().destroy(&host, BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1")).await.unwrap();
+    assert_eq!(verbs(&host), ["rm", "create"]);
 }
 
 #[tokio::test]
@@ -666,4 +758,35 @@ fn a_program_that_is_missing_or_cannot_run_is_named_in_one_line_with_a_shell_s_s
         (Some(3), "a b\n".into(), "e\n".into())
     );
     assert_eq!(wrapped(&["printf", "%s", "-n"]).1, "-n", "the external program, not a builtin's options");
+}
+
+#[tokio::test]
+async fn a_sweep_removes_only_the_box_s_images_core_does_not_keep() {
+    use tinybox_sdk::protocol::SnapshotSweepParams;
+    let kept = format!("sha256:ab12ab12ab12{}", "0".repeat(52));
+    let lost = format!("sha256:cd34cd34cd34{}", "0".repeat(52));
+    let used = format!("sha256:ef56ef56ef56{}", "0".repeat(52));
+    let listing = format!("{kept}\n{lost}\n{used}\n{lost}\n");
+    let (lost_rm, used_rm) = (lost.clone(), used.clone());
+    let host = FakeHost::replying(move |argv| match argv[1].as_str() {
+        "images" => ok(&listing),
+        "rmi" if argv[2] == lost_rm => ok("Deleted: x"),
+        "rmi" if argv[2] == used_rm => failed(
+            1,
+            "Error response from daemon: conflict: unable to delete (image is being used by stopped container abc)",
+        ),
+        _ => failed(1, "unexpected"),
+    });
+    let params = SnapshotSweepParams {
+        namespace: "ns1".into(),
+        box_id: BoxId::new("box-3").unwrap(),
+        keep: vec![SnapshotId::new("sha-ab12ab12ab12").unwrap()],
+    };
+    let swept = docker().snapshot_sweep(&host, params).await.unwrap();
+    assert_eq!(swept.removed, ["sha-cd34cd34cd34"], "the kept image and the one in use stay");
+    let cmds = commands(&host);
+    assert_eq!(cmds[0], argv::images_of("ns1", "box-3"));
+    assert!(has_pair(&cmds[0], "--filter", "label=tinybox.box=box-3"), "{:?}", cmds[0]);
+    assert!(has_pair(&cmds[0], "--filter", "label=tinybox.namespace=ns1"), "{:?}", cmds[0]);
+    assert_eq!(verbs(&host), ["images", "rmi", "rmi"], "one rmi per image not kept, duplicates once");
 }

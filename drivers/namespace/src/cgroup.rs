@@ -154,6 +154,21 @@ done
 exec "$@"
 "#;
 
+/// Prints the directory of every cgroup named `$1` (what [`SETUP`] made
+/// for a box), found by name alone: a create whose answer was lost left no
+/// list of them. The name holds the store's hash, so nothing else matches.
+pub const LOCATE: &str = r#"
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    [ ! -d "/sys/fs/cgroup/tinybox/$1" ] || printf '%s\n' "/sys/fs/cgroup/tinybox/$1"
+    exit 0
+fi
+for c in pids memory cpu; do
+    [ -d "/sys/fs/cgroup/$c" ] || continue
+    find -H "/sys/fs/cgroup/$c" -mindepth 1 -type d -name "$1" -prune -print 2>/dev/null
+done
+exit 0
+"#;
+
 /// Kills whatever is left in each directory given and removes it. Bounded:
 /// a process that will not die leaves the directory, and says so.
 pub const REMOVE: &str = r#"

@@ -92,8 +92,7 @@ impl SandboxDriver for Namespace {
     }
 
     async fn create(&self, host: &HostHandle, p: CreateParams) -> Result<CreateResult, DriverError> {
-        let store = host.state_dir().map(|d| d.display().to_string()).unwrap_or_default();
-        sandbox::create(host, &store, p).await
+        sandbox::create(host, &site(host), p).await
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
@@ -101,12 +100,28 @@ impl SandboxDriver for Namespace {
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
-        sandbox::destroy(host, target).await
+        sandbox::destroy(host, &site(host), target).await
     }
 
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
         sandbox::inspect(host, target).await
     }
+}
+
+/// Where this store's boxes keep what the driver makes for them: boxes
+/// given no workspace get one under the store's state directory on this
+/// machine, or under `.tinybox/namespace` in the login directory of
+/// another (core says which in the handshake), as core's own synced
+/// workspaces are.
+fn site(host: &HostHandle) -> sandbox::Site {
+    let store = host.state_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let remote = host.config().pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false);
+    let workspaces = if remote {
+        Some(".tinybox/namespace".to_owned())
+    } else {
+        host.state_dir().map(|d| d.join("workspaces").display().to_string())
+    };
+    sandbox::Site { store, workspaces }
 }
 
 /// Quotes a word for a POSIX shell (benchmark output only).

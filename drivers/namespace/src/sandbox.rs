@@ -95,12 +95,19 @@ fn host_env() -> BTreeMap<String, String> {
 }
 
 /// Checks the host can run boxes and makes the workspace when none was
-/// given. A root caller over a workspace someone else owns runs bwrap as
+/// given: at `$4`, the box's own place (a leftover of an earlier box of
+/// that id in this store is cleared first), or, with no such place, a
+/// `mktemp` directory. A root caller over a workspace someone else owns runs bwrap as
 /// that owner, so the checks run as the owner too. Prints the owner to run
 /// as (or an empty line), the machine, and the workspace path, in that
 /// order. Exit codes name what is missing.
 const PROBE: &str = r#"
 ws="$1"
+if [ -z "$ws" ] && [ -n "$4" ]; then
+    ws="$4"
+    mkdir -p -- "${ws%/*}" && rm -rf -- "$ws" && mkdir -m 700 -- "$ws" || exit 10
+    ws=$(cd -- "$ws" && pwd -P) || exit 10
+fi
 if [ -z "$ws" ]; then ws=$(mktemp -d "${TMPDIR:-/tmp}/tinybox-$2.XXXXXX") || exit 3; fi
 [ -d "$ws" ] || exit 3
 command -v bwrap >/dev/null 2>&1 || exit 4
@@ -125,9 +132,31 @@ fi
 printf '%s\n%s\n%s' "$runas" "$(uname -m)" "$ws"
 "#;
 
-/// `store` tells this store's boxes from another's: box ids are only unique
-/// within one store, and a cgroup is the whole host's.
-pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<CreateResult, DriverError> {
+/// Where a driver process keeps what it makes for its store's boxes, so
+/// that each thing can be found again from a box's namespace and
+/// identifier alone: a create whose answer was lost left no handle, and
+/// `rm` of its record must still remove what it made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Site {
+    /// Tells this store's boxes from another's: box ids are only unique
+    /// within one store, and a cgroup is the whole host's.
+    pub store: String,
+    /// The directory under which a box given no workspace gets its own,
+    /// `<namespace>-<box id>`: the store's state directory on this machine,
+    /// a directory in the login directory on another. `None` (no state
+    /// directory was offered) falls back to `mktemp`, which only the
+    /// create's answer can name.
+    pub workspaces: Option<String>,
+}
+
+impl Site {
+    /// The workspace a box given none gets, from its namespace and identifier.
+    fn own_workspace(&self, namespace: &str, box_id: &str) -> Option<String> {
+        self.workspaces.as_ref().map(|base| format!("{base}/{namespace}-{box_id}"))
+    }
+}
+
+pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<CreateResult, DriverError> {
     let given = match &p.source {
         None => None,
         Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
@@ -140,6 +169,7 @@ pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<Cre
     };
     validate_name("namespace", &p.namespace).map_err(|e| DriverError::invalid(e.to_string()))?;
     let egress = p.network == Some(NetworkPolicy::Egress);
+    let own = if given.is_none() { site.own_workspace(&p.namespace, p.box_id.as_str()) } else { None };
     let argv = vec![
         "sh".into(),
         "-c".into(),
@@ -148,8 +178,15 @@ pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<Cre
         given.clone().unwrap_or_default(),
         p.box_id.to_string(),
         if egress { "egress".into() } else { "denied".into() },
+        own.clone().unwrap_or_default(),
     ];
     let out = capture(host, argv, host_env(), b"").await?;
+    if out.status.code != Some(0)
+        && let Some(own) = &own
+    {
+        // A check that failed after the workspace was made: it goes.
+        discard(host, own, true, &[]).await;
+    }
     let (runas, machine, workspace) = match out.status.code {
         Some(0) => {
             let text = out.stdout_text();
@@ -194,6 +231,13 @@ pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<Cre
                 "a root caller's box runs as its workspace's owner through setpriv, which the host lacks; install util-linux",
             ));
         }
+        Some(10) => {
+            return Err(DriverError::failed(format!(
+                "cannot make the box's workspace {} on the host: {}",
+                own.as_deref().unwrap_or("(none)"),
+                out.stderr_text().trim()
+            )));
+        }
         Some(9) => {
             return Err(DriverError::invalid(format!(
                 "the owner of workspace {} cannot reach it, and a root caller's box runs as that owner; choose a directory its owner can open, or one root owns",
@@ -220,7 +264,7 @@ pub async fn create(host: &dyn Host, store: &str, p: CreateParams) -> Result<Cre
     let mut handle = Handle { workspace, owned, egress, runas, arch: Some(arch), cgroups: Vec::new() };
     if !p.resources.set().is_empty() {
         let mut argv = vec!["sh".into(), "-c".into(), cgroup::SETUP.into(), "tinybox-cgroup".into()];
-        argv.push(cgroup::name(store, &p.namespace, p.box_id.as_str()));
+        argv.push(cgroup::name(&site.store, &p.namespace, p.box_id.as_str()));
         argv.extend(cgroup::setup_args(&p.resources));
         let out = capture(host, argv, host_env(), b"").await?;
         let dirs: Vec<String> = out.stdout_text().lines().map(str::to_owned).collect();
@@ -334,14 +378,9 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
     .await
 }
 
-pub async fn destroy(host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
-    if target.interrupted_namespace().is_some() {
-        // Its create starts no process that outlives it. The one thing an
-        // unanswered create can leave is the private temporary workspace
-        // of a box given none (mktemp's random name, which only the lost
-        // answer knew): it holds nothing of the caller's and is left to
-        // the system's temporary-file cleaning.
-        return Err(DriverError::not_found(format!("box {} left nothing behind", target.box_id)));
+pub async fn destroy(host: &dyn Host, site: &Site, target: BoxRef) -> Result<(), DriverError> {
+    if let Some(namespace) = target.interrupted_namespace() {
+        return destroy_interrupted(host, site, namespace, target.box_id.as_str()).await;
     }
     let handle = Handle::parse(&target.handle)?;
     remove_cgroups(host, &handle.cgroups).await?;
@@ -356,6 +395,36 @@ pub async fn destroy(host: &dyn Host, target: BoxRef) -> Result<(), DriverError>
     }
     Ok(())
 }
+
+/// Removes what a create whose answer was lost made, found from the box's
+/// namespace and identifier alone: its own workspace and its cgroups (a
+/// create starts no process that outlives it). Not found when there was
+/// nothing; a workspace made by `mktemp` (no state directory) cannot be
+/// found and is left to the system's temporary-file cleaning.
+async fn destroy_interrupted(host: &dyn Host, site: &Site, namespace: &str, box_id: &str) -> Result<(), DriverError> {
+    validate_name("namespace", namespace).map_err(|e| DriverError::invalid(e.to_string()))?;
+    let name = cgroup::name(&site.store, namespace, box_id);
+    let argv = vec!["sh".into(), "-c".into(), cgroup::LOCATE.into(), "tinybox-cgroup-find".into(), name];
+    let found = capture(host, argv, host_env(), b"").await?;
+    let cgroups: Vec<String> = found.stdout_text().lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+    remove_cgroups(host, &cgroups).await?;
+    let mut removed = !cgroups.is_empty();
+    if let Some(own) = site.own_workspace(namespace, box_id) {
+        let argv = vec!["sh".into(), "-c".into(), REMOVE_OWN.into(), "tinybox-rm".into(), own.clone()];
+        let out = capture(host, argv, host_env(), b"").await?;
+        match out.status.code {
+            Some(0) => removed = true,
+            Some(1) => {}
+            _ => return Err(DriverError::failed(format!("cannot remove {own}: {}", out.stderr_text().trim()))),
+        }
+    }
+    if removed { Ok(()) } else { Err(DriverError::not_found(format!("box {box_id} left nothing behind"))) }
+}
+
+/// Removes `$1` when it is there (exit 0), says 1 when it is not.
+const REMOVE_OWN: &str = r#"[ -e "$1" ] || [ -L "$1" ] || exit 1
+rm -rf -- "$1" || exit 2
+"#;
 
 pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
     let handle = Handle::parse(&target.handle)?;

@@ -30,6 +30,11 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
     }
 }
 
+/// A driver offered no state directory: a box given no workspace gets a `mktemp` one.
+fn site() -> Site {
+    Site { store: "/store".into(), workspaces: None }
+}
+
 fn local(path: &str) -> Option<WorkspaceSource> {
     Some(WorkspaceSource::LocalDir { path: PathBuf::from(path) })
 }
@@ -160,11 +165,11 @@ fn bound_sources(argv: &[String]) -> BTreeSet<String> {
 #[tokio::test]
 async fn create_over_a_directory_probes_the_host_once_and_keeps_the_directory() {
     let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
-    let made = create(&host, "/store", create_params(local(WS), Some(NetworkPolicy::Denied))).await.unwrap();
+    let made = create(&host, &site(), create_params(local(WS), Some(NetworkPolicy::Denied))).await.unwrap();
     let calls = host.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let probe = &calls[0].params;
-    assert_eq!(probe.argv, words(&["sh", "-c", PROBE, "tinybox-probe", WS, "box-0", "denied"]));
+    assert_eq!(probe.argv, words(&["sh", "-c", PROBE, "tinybox-probe", WS, "box-0", "denied", ""]));
     assert_eq!(probe.env, path_only(), "the probe finds bwrap on a fixed PATH");
     assert_eq!(probe.cwd, None);
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
@@ -174,12 +179,12 @@ async fn create_over_a_directory_probes_the_host_once_and_keeps_the_directory() 
 #[tokio::test]
 async fn create_without_a_directory_takes_the_one_the_probe_made_and_owns_it() {
     let host = FakeHost::new().otherwise(Reply::ok("\nx86_64\n/tmp/tinybox-box-0.Ab12Cd"));
-    let made = create(&host, "/store", create_params(None, Some(NetworkPolicy::Egress))).await.unwrap();
+    let made = create(&host, &site(), create_params(None, Some(NetworkPolicy::Egress))).await.unwrap();
     let argv = host.argvs().remove(0);
     assert_eq!(
         argv[3..],
-        words(&["tinybox-probe", "", "box-0", "egress"]),
-        "empty: make one; egress: check slirp4netns"
+        words(&["tinybox-probe", "", "box-0", "egress", ""]),
+        "empty: make one, with mktemp where there is no place of its own; egress: check slirp4netns"
     );
     assert_eq!(made.handle, handle("/tmp/tinybox-box-0.Ab12Cd", true, true));
 }
@@ -202,12 +207,12 @@ async fn each_probe_failure_is_named_with_what_to_do() {
     ];
     for (code, kind, says) in cases {
         let host = FakeHost::new().otherwise(Reply::fail(code, "bwrap: setting up uid map: Permission denied\n"));
-        let err = create(&host, "/store", create_params(local(WS), None)).await.unwrap_err();
+        let err = create(&host, &site(), create_params(local(WS), None)).await.unwrap_err();
         assert_eq!(err.code, kind, "exit {code}: {err}");
         assert!(err.message.contains(says), "exit {code}: {err}");
     }
     let host = FakeHost::new().otherwise(Reply::error(DriverError::failed("host.run: connection closed")));
-    let err = create(&host, "/store", create_params(local(WS), None)).await.unwrap_err();
+    let err = create(&host, &site(), create_params(local(WS), None)).await.unwrap_err();
     assert_eq!(err.message, "host.run: connection closed");
 }
 
@@ -215,7 +220,7 @@ async fn each_probe_failure_is_named_with_what_to_do() {
 async fn a_source_other_than_a_directory_is_refused_before_the_host_hears_of_it() {
     let host = FakeHost::new();
     let image = Some(WorkspaceSource::OciImage { reference: "busybox".into() });
-    let err = create(&host, "/store", create_params(image, None)).await.unwrap_err();
+    let err = create(&host, &site(), create_params(image, None)).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unsupported);
     assert!(host.calls().is_empty());
 }
@@ -321,11 +326,11 @@ async fn the_command_s_status_is_the_exec_s_and_a_foreign_handle_runs_nothing() 
 #[tokio::test]
 async fn destroy_removes_only_a_workspace_the_box_owns() {
     let host = FakeHost::new();
-    destroy(&host, target(handle(WS, false, false))).await.unwrap();
+    destroy(&host, &site(), target(handle(WS, false, false))).await.unwrap();
     assert!(host.calls().is_empty(), "the caller's directory is left alone");
 
     let host = FakeHost::new();
-    destroy(&host, target(handle("/tmp/tinybox-box-0.Ab12Cd", true, false))).await.unwrap();
+    destroy(&host, &site(), target(handle("/tmp/tinybox-box-0.Ab12Cd", true, false))).await.unwrap();
     let calls = host.calls();
     assert_eq!(calls.len(), 1, "no cgroup to remove: {calls:?}");
     assert_eq!(calls.len(), 1);
@@ -333,7 +338,7 @@ async fn destroy_removes_only_a_workspace_the_box_owns() {
     assert_eq!(calls[0].params.env, path_only());
 
     let host = FakeHost::new().otherwise(Reply::fail(1, "rm: cannot remove 'x': Permission denied\n"));
-    let err = destroy(&host, target(handle("/tmp/w", true, false))).await.unwrap_err();
+    let err = destroy(&host, &site(), target(handle("/tmp/w", true, false))).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed);
     assert_eq!(err.message, "cannot remove /tmp/w: rm: cannot remove 'x': Permission denied");
 }
@@ -357,7 +362,7 @@ async fn inspect_is_ready_while_the_workspace_exists() {
 #[tokio::test]
 async fn a_root_caller_over_another_owner_s_workspace_runs_bwrap_as_that_owner() {
     let host = FakeHost::new().otherwise(Reply::ok(format!("1000:1001\nx86_64\n{WS}")));
-    let made = create(&host, "/store", create_params(local(WS), None)).await.unwrap();
+    let made = create(&host, &site(), create_params(local(WS), None)).await.unwrap();
     assert_eq!(made.handle["runas"], "1000:1001");
     let host = FakeHost::new();
     exec(&host, exec_params(made.handle, None)).await.unwrap();
@@ -374,7 +379,7 @@ async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destro
         .otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
     let mut p = create_params(local(WS), None);
     p.resources = Resources { pids: Some(64), memory_bytes: Some(1 << 26), cpus: Some(0.5), disk_bytes: None };
-    let made = create(&host, "/store", p).await.unwrap();
+    let made = create(&host, &site(), p).await.unwrap();
     let setup = &host.calls()[1].params.argv;
     assert_eq!(setup[..3], words(&["sh", "-c", crate::cgroup::SETUP]));
     let name = crate::cgroup::name("/store", "ns1", "box-0");
@@ -397,7 +402,7 @@ async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destro
     }
 
     let host = FakeHost::new();
-    destroy(&host, target(made.handle)).await.unwrap();
+    destroy(&host, &site(), target(made.handle)).await.unwrap();
     let rm = &host.calls()[0].params.argv;
     assert_eq!(rm[..4], words(&["sh", "-c", crate::cgroup::REMOVE, "tinybox-cgroup-rm"]));
     assert_eq!(rm[4..], cgroups[..]);
@@ -411,7 +416,7 @@ async fn a_cgroup_that_cannot_be_made_refuses_the_box_and_removes_what_create_ma
         .otherwise(Reply::ok("\nx86_64\n/tmp/tinybox-box-0.Ab12Cd"));
     let mut p = create_params(None, None);
     p.resources.pids = Some(64);
-    let err = create(&host, "/store", p).await.unwrap_err();
+    let err = create(&host, &site(), p).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unavailable);
     assert!(err.message.contains("cannot apply the box's limits on the host"), "{err}");
     assert_eq!(host.argvs().last().unwrap(), &words(&["rm", "-rf", "--", "/tmp/tinybox-box-0.Ab12Cd"]));
@@ -427,7 +432,64 @@ async fn a_box_from_before_the_filter_or_on_another_machine_is_refused() {
     assert!(host.calls().is_empty());
 
     let host = FakeHost::new().otherwise(Reply::ok("\nriscv64\n/tmp/tinybox-box-0.Ab12Cd"));
-    let err = create(&host, "/store", create_params(None, None)).await.unwrap_err();
+    let err = create(&host, &site(), create_params(None, None)).await.unwrap_err();
     assert!(err.message.contains("this host is riscv64"), "{err}");
     assert_eq!(host.argvs().last().unwrap(), &words(&["rm", "-rf", "--", "/tmp/tinybox-box-0.Ab12Cd"]));
+}
+
+/// A driver offered the store's state directory.
+fn site_with_state() -> Site {
+    Site { store: "/store/drivers/namespace".into(), workspaces: Some("/store/drivers/namespace/workspaces".into()) }
+}
+
+const OWN: &str = "/store/drivers/namespace/workspaces/ns1-box-0";
+
+#[tokio::test]
+async fn a_box_given_no_workspace_gets_one_named_after_it_in_the_state_directory() {
+    let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{OWN}")));
+    let made = create(&host, &site_with_state(), create_params(None, None)).await.unwrap();
+    let argv = host.argvs().remove(0);
+    assert_eq!(argv[3..], words(&["tinybox-probe", "", "box-0", "denied", OWN]), "made at its own place");
+    assert_eq!(made.handle, handle(OWN, true, false));
+
+    // A given directory is used as it is; no place of the box's own is made.
+    let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
+    create(&host, &site_with_state(), create_params(local(WS), None)).await.unwrap();
+    assert_eq!(host.argvs().remove(0)[3..], words(&["tinybox-probe", WS, "box-0", "denied", ""]));
+}
+
+#[tokio::test]
+async fn a_failed_check_removes_the_workspace_the_probe_made() {
+    let host = FakeHost::new().otherwise(Reply::fail(4, ""));
+    let err = create(&host, &site_with_state(), create_params(None, None)).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable, "{err}");
+    assert_eq!(host.argvs().last().unwrap(), &words(&["rm", "-rf", "--", OWN]));
+    let host = FakeHost::new().otherwise(Reply::fail(10, "mkdir: Permission denied\n"));
+    let err = create(&host, &site_with_state(), create_params(None, None)).await.unwrap_err();
+    assert!(err.message.contains(&format!("cannot make the box's workspace {OWN}")), "{err}");
+}
+
+/// Found from the namespace and identifier alone: the chaos suite's
+/// namespace create killed mid-way left this directory after `rm` before.
+#[tokio::test]
+async fn destroy_of_an_interrupted_create_finds_its_workspace_and_cgroups_by_name() {
+    let cgroup = "/sys/fs/cgroup/pids/x/tinybox.abc.ns1.box-0\n";
+    let host = FakeHost::new().on(|a| a[3] == "tinybox-cgroup-find", Reply::ok(cgroup)).otherwise(Reply::ok(""));
+    let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
+    destroy(&host, &site_with_state(), interrupted.clone()).await.unwrap();
+    let argvs = host.argvs();
+    assert_eq!(argvs.len(), 3, "{argvs:?}");
+    let name = crate::cgroup::name("/store/drivers/namespace", "ns1", "box-0");
+    assert_eq!(argvs[0], words(&["sh", "-c", crate::cgroup::LOCATE, "tinybox-cgroup-find", &name]));
+    assert_eq!(argvs[1][3..], words(&["tinybox-cgroup-rm", cgroup.trim()]));
+    assert_eq!(argvs[2], words(&["sh", "-c", REMOVE_OWN, "tinybox-rm", OWN]));
+
+    // Nothing there: not found, which core takes as nothing to remove.
+    let host = FakeHost::new().on(|a| a[3] == "tinybox-rm", Reply::fail(1, "")).otherwise(Reply::ok(""));
+    let err = destroy(&host, &site_with_state(), interrupted.clone()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err}");
+    // A workspace that cannot be removed is a failure, not silence.
+    let host = FakeHost::new().on(|a| a[3] == "tinybox-rm", Reply::fail(2, "rm: busy\n")).otherwise(Reply::ok(""));
+    let err = destroy(&host, &site_with_state(), interrupted).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Failed, "{err}");
 }

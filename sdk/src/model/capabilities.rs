@@ -70,6 +70,9 @@ pub enum Feature {
     /// Runs a command on a pseudo-terminal made for it (`ExecRequest::tty`)
     /// and resizes it (`exec.resize`).
     Terminal,
+    /// `sandbox.snapshot_sweep` finds the snapshots it took of a box by
+    /// the box alone, so an interrupted snapshot leaves nothing unknown.
+    SnapshotSweep,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -82,6 +85,7 @@ impl fmt::Display for Feature {
             Feature::PortForward => f.write_str("port_forward"),
             Feature::ResourceLimits => f.write_str("resource_limits"),
             Feature::Terminal => f.write_str("terminal"),
+            Feature::SnapshotSweep => f.write_str("snapshot_sweep"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -147,6 +151,9 @@ impl SandboxCapabilities {
         }
         if self.has(&Feature::Fork) && self.snapshot == SnapshotSupport::None {
             return Err("declares fork but no snapshot support to fork from".into());
+        }
+        if self.has(&Feature::SnapshotSweep) && self.snapshot == SnapshotSupport::None {
+            return Err("declares snapshot_sweep but takes no snapshots to sweep".into());
         }
         Ok(())
     }

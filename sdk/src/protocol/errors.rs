@@ -21,6 +21,11 @@ pub enum ErrorCode {
     Cancelled,
     /// A request arrived before the handshake, or the handshake was refused.
     Handshake,
+    /// What the driver relied on (its daemon, the host beneath it) went
+    /// away while it acted: part of what was asked may have happened, and
+    /// the driver cannot tell what. Core keeps its record of the box (or
+    /// the snapshot under way), so a later `rm` finds what was made.
+    Interrupted,
 }
 
 impl ErrorCode {
@@ -33,6 +38,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => -32004,
             ErrorCode::Cancelled => -32005,
             ErrorCode::Handshake => -32006,
+            ErrorCode::Interrupted => -32007,
         }
     }
 
@@ -45,6 +51,7 @@ impl ErrorCode {
             ErrorCode::Unavailable,
             ErrorCode::Cancelled,
             ErrorCode::Handshake,
+            ErrorCode::Interrupted,
         ]
         .into_iter()
         .find(|c| c.code() == code)
@@ -77,6 +84,9 @@ impl DriverError {
     }
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unavailable, message)
+    }
+    pub fn interrupted(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Interrupted, message)
     }
 }
 

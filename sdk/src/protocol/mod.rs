@@ -31,6 +31,7 @@ pub mod method {
     pub const SANDBOX_INSPECT: &str = "sandbox.inspect";
     pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";
     pub const SANDBOX_SNAPSHOT_RM: &str = "sandbox.snapshot_rm";
+    pub const SANDBOX_SNAPSHOT_SWEEP: &str = "sandbox.snapshot_sweep";
 }
 
 /// Whether a driver is a host (reach) or a sandbox (confinement).
@@ -303,6 +304,29 @@ pub struct SnapshotResult {
 pub struct SnapshotRmParams {
     pub id: SnapshotId,
     pub namespace: String,
+}
+
+/// `sandbox.snapshot_sweep`: delete every snapshot this driver took of box
+/// `box_id` in `namespace` whose id is not in `keep` — above all one a
+/// snapshot left when it was interrupted between the driver's work and
+/// core's record of it, whose id nobody learnt. Core sends it only to a
+/// sandbox declaring the `snapshot_sweep` feature, and only once no
+/// snapshot of the box can still be recorded; `keep` is every snapshot id
+/// the store names. A snapshot still in use stays (not an error).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotSweepParams {
+    pub namespace: String,
+    pub box_id: BoxId,
+    #[serde(default)]
+    pub keep: Vec<SnapshotId>,
+}
+
+/// The result of `sandbox.snapshot_sweep`: what it removed, by the
+/// driver's own image names (an unrecorded snapshot has no id yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotSweepResult {
+    #[serde(default)]
+    pub removed: Vec<String>,
 }
 
 #[cfg(test)]
