@@ -175,6 +175,17 @@ impl Sshd {
         })
     }
 
+    /// `tinybox host add NAME ...`'s arguments reaching `user` here.
+    pub fn host_add_args(&self, name: &str, user: &str) -> Vec<String> {
+        let mut args: Vec<String> = ["host", "add", name, "--ssh", "127.0.0.1", "--port"].map(String::from).into();
+        args.push(self.port.to_string());
+        args.extend(["--user".into(), user.into(), "--identity".into()]);
+        args.push(self.client_key.display().to_string());
+        args.push("--known-hosts".into());
+        args.push(self.known_hosts.display().to_string());
+        args
+    }
+
     /// A host entry reaching `user` here through `inner` (local when `None`).
     pub fn entry(&self, user: &str, inner: Option<&str>) -> HostEntry {
         HostEntry { driver: "ssh".into(), config: self.config(user), inner: inner.map(|i| HostName::new(i).unwrap()) }

@@ -176,28 +176,9 @@ fn a_docker_box_on_an_ssh_host_answers_here() {
         Err(why) => return skip("forward::a_docker_box_on_an_ssh_host_answers_here", &why),
     };
     let cli = Cli::new();
-    let port = sshd.port.to_string();
-    let key = sshd.client_key.to_str().unwrap().to_owned();
-    let known = sshd.known_hosts.to_str().unwrap().to_owned();
     // root on this machine's sshd, with the test dockerd: docker over there.
-    ok(
-        &cli,
-        &[
-            "host",
-            "add",
-            "far",
-            "--ssh",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "--user",
-            "root",
-            "--identity",
-            &key,
-            "--known-hosts",
-            &known,
-        ],
-    );
+    let host_add = sshd.host_add_args("far", "root");
+    ok(&cli, &host_add.iter().map(String::as_str).collect::<Vec<_>>());
     let id = ok(&cli, &["create", "--host", "far", "--sandbox", "docker"]).trim().to_owned();
     let _server = serve_once(&cli, &id, 8000, "from-the-far-side");
     let (_held, addr) = forward(&cli, &id, ":8000");

@@ -197,27 +197,8 @@ fn a_pool_on_an_ssh_host_hands_out_remote_boxes() {
     };
     let user = tinybox_tests::sshd::ensure_user("tbx-pool", "/bin/sh").unwrap();
     let cli = Cli::new();
-    let port = sshd.port.to_string();
-    let key = sshd.client_key.to_str().unwrap().to_owned();
-    let known = sshd.known_hosts.to_str().unwrap().to_owned();
-    ok(
-        &cli,
-        &[
-            "host",
-            "add",
-            "far",
-            "--ssh",
-            "127.0.0.1",
-            "--port",
-            &port,
-            "--user",
-            &user,
-            "--identity",
-            &key,
-            "--known-hosts",
-            &known,
-        ],
-    );
+    let host_add = sshd.host_add_args("far", &user);
+    ok(&cli, &host_add.iter().map(String::as_str).collect::<Vec<_>>());
     ok(&cli, &["pool", "create", "remote", "--size", "1", "--host", "far", "--sandbox", "passthrough"]);
     let id = take_and_use(&cli, "remote");
     let (out, _) = ok(&cli, &["exec", &id, "--", "id", "-un"]);

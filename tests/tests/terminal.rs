@@ -272,25 +272,8 @@ fn docker_session() {
 
 /// A host named `far` reaching root on the test sshd.
 fn add_ssh_host(cli: &Cli, sshd: &Sshd) {
-    let port = sshd.port.to_string();
-    let identity = sshd.client_key.display().to_string();
-    let known = sshd.known_hosts.display().to_string();
-    let args = [
-        "host",
-        "add",
-        "far",
-        "--ssh",
-        "127.0.0.1",
-        "--port",
-        &port,
-        "--user",
-        "root",
-        "--identity",
-        &identity,
-        "--known-hosts",
-        &known,
-    ];
-    let (code, _, err) = cli.run(&args);
+    let args = sshd.host_add_args("far", "root");
+    let (code, _, err) = cli.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(code, 0, "host add: {err}");
 }
 
