@@ -15,12 +15,11 @@
 //! an older build that meets a version 2 marker refuses the store ("upgrade
 //! tinybox") instead of taking it for empty. See ADR 0018.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use fs4::FileExt;
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::BoxId;
 
@@ -288,17 +287,7 @@ impl BoxFiles {
     }
 
     fn lock_shared(&self) -> Result<Option<File>, StoreError> {
-        // A missing lock file means no writer has ever locked: reading
-        // without it is reading before the first change. Reading never
-        // creates it, so a read-only store reads.
-        match OpenOptions::new().read(true).open(&self.lock) {
-            Ok(file) => {
-                FileExt::lock_shared(&file).map_err(io_at(&self.lock))?;
-                Ok(Some(file))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io_at(&self.lock)(e)),
-        }
+        super::file::lock_shared(&self.lock)
     }
 
     /// The exclusive lock, with the layout made current and the temporary
@@ -307,16 +296,7 @@ impl BoxFiles {
         let mut builder = fs::DirBuilder::new();
         builder.recursive(true).mode(0o700);
         builder.create(&self.dir).map_err(io_at(&self.dir))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.lock)
-            .map_err(io_at(&self.lock))?;
-        // Fully qualified: std's File has inherent methods of the same name.
-        FileExt::lock(&file).map_err(io_at(&self.lock))?;
+        let file = super::file::lock_exclusive(&self.lock)?;
         builder.create(&self.temps).map_err(io_at(&self.temps))?;
         self.clear_temps();
         match self.layout()? {

@@ -45,6 +45,37 @@ pub(crate) fn check_version(version: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The shared lock on the lock file at `path`, held until the returned file
+/// is dropped; `None` when no writer ever made it (reading then is reading
+/// before the first change, and reading never creates it, so a read-only
+/// store reads).
+pub(crate) fn lock_shared(path: &Path) -> Result<Option<File>, StoreError> {
+    let io = |source| StoreError::Io { path: path.to_owned(), source };
+    match OpenOptions::new().read(true).open(path) {
+        Ok(file) => {
+            // Fully qualified: std's File has inherent methods of the same
+            // names that method syntax would pick over fs4's.
+            FileExt::lock_shared(&file).map_err(io)?;
+            Ok(Some(file))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// The exclusive lock on the lock file at `path` (made 0600 if missing),
+/// held until the returned file is dropped; the kernel releases it too if
+/// the process dies.
+pub(crate) fn lock_exclusive(path: &Path) -> Result<File, StoreError> {
+    let io = |source| StoreError::Io { path: path.to_owned(), source };
+    // A fresh descriptor per operation: flock locks belong to the open file
+    // description, so two threads sharing one would not exclude each other.
+    let file =
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(io)?;
+    FileExt::lock(&file).map_err(io)?;
+    Ok(file)
+}
+
 /// A JSON document in a directory, read under a shared lock and changed
 /// under an exclusive one, and replaced atomically.
 ///
@@ -93,16 +124,7 @@ impl<T: Document> JsonDoc<T> {
     /// writer's change. Either way the reader sees a whole document, since a
     /// writer only ever replaces it by rename.
     pub(crate) fn read(&self) -> Result<T, StoreError> {
-        let _lock = match OpenOptions::new().read(true).open(&self.lock) {
-            Ok(file) => {
-                // Fully qualified: std's File has inherent methods of the
-                // same names that method syntax would pick over fs4's.
-                FileExt::lock_shared(&file).map_err(self.io(&self.lock))?;
-                Some(file)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(self.io(&self.lock)(e)),
-        };
+        let _lock = lock_shared(&self.lock)?;
         self.load()
     }
 
@@ -135,19 +157,7 @@ impl<T: Document> JsonDoc<T> {
     /// the descriptor releases it, and the kernel does so too if the
     /// process dies.
     fn lock_exclusive(&self) -> Result<File, StoreError> {
-        // A fresh descriptor per operation: flock locks belong to the open
-        // file description, so two threads sharing one would not exclude
-        // each other.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&self.lock)
-            .map_err(self.io(&self.lock))?;
-        FileExt::lock(&file).map_err(self.io(&self.lock))?;
-        Ok(file)
+        lock_exclusive(&self.lock)
     }
 
     fn load(&self) -> Result<T, StoreError> {
