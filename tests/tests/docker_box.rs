@@ -14,6 +14,7 @@ use tinybox_core::Target;
 use tinybox_core::clock::SystemClock;
 use tinybox_core::model::{ExecRequest, NetworkPolicy, PortMapping};
 use tinybox_tests::docker::{self, GUARD, Namespace, docker, docker_ok, run, run_ok};
+use tinybox_tests::dockerd::PrivateDaemon;
 use tinybox_tests::{Cli, read_line_within, skip};
 
 macro_rules! need_docker {
@@ -568,101 +569,6 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
         assert_eq!(std::fs::read_to_string(ws.join("note")).unwrap(), "from the box\n");
         assert_eq!(std::fs::read_to_string(ws.join("pre")).unwrap(), "from the host\nfrom the box\n");
         assert_eq!(cli.run(&["rm", &id]).0, 0);
-    }
-}
-
-/// A dockerd of one test's own, which the test may kill: its own socket,
-/// data-root and exec-root in a temporary directory, no bridge and no
-/// iptables rules, in a network namespace of its own (`unshare -n`), so
-/// neither the shared daemon nor the host's docker0 is touched. It holds
-/// the base image, loaded from the shared daemon. Dropping it kills what
-/// it left behind (its containerd, the shims and their containers) by pid
-/// and unmounts its layers.
-struct PrivateDaemon {
-    dir: tempfile::TempDir,
-    dockerd: std::process::Child,
-}
-
-impl PrivateDaemon {
-    fn start() -> Result<PrivateDaemon, String> {
-        if !tinybox_tests::have("unshare") || !tinybox_tests::have("dockerd") {
-            return Err("no unshare or dockerd on PATH".into());
-        }
-        if !rustix::process::geteuid().is_root() {
-            return Err("a private dockerd needs root".into());
-        }
-        let dir = tempfile::Builder::new().prefix("tbd").tempdir_in("/tmp").map_err(|e| e.to_string())?;
-        let path = |name: &str| dir.path().join(name).display().to_string();
-        let log = std::fs::File::create(dir.path().join("log")).map_err(|e| e.to_string())?;
-        let dockerd = std::process::Command::new("unshare")
-            .args(["-n", "dockerd", "--host", &format!("unix://{}", path("d.sock"))])
-            .args(["--data-root", &path("data"), "--exec-root", &path("exec"), "--pidfile", &path("d.pid")])
-            .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start dockerd: {e}"))?;
-        let daemon = PrivateDaemon { dir, dockerd };
-        let deadline = Instant::now() + GUARD;
-        while daemon.docker(&["version", "--format", "{{.Server.Version}}"]).0 != 0 {
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(daemon.dir.path().join("log")).unwrap_or_default();
-                return Err(format!("a private dockerd did not answer within {GUARD:?}: {log}"));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let image = daemon.dir.path().join("base.tar").display().to_string();
-        docker_ok(&["save", "-o", &image, docker::BASE_IMAGE]);
-        let (code, _, err) = daemon.docker(&["load", "-i", &image]);
-        if code != 0 {
-            return Err(format!("cannot load the base image into a private dockerd: {err}"));
-        }
-        Ok(daemon)
-    }
-
-    /// What a client of this daemon sets.
-    fn host(&self) -> String {
-        format!("unix://{}", self.dir.path().join("d.sock").display())
-    }
-
-    fn docker(&self, args: &[&str]) -> (i32, String, String) {
-        let out = std::process::Command::new("docker")
-            .args(args)
-            .env("DOCKER_HOST", self.host())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run docker");
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-    }
-
-    fn kill(&mut self) {
-        let _ = self.dockerd.kill();
-        let _ = self.dockerd.wait();
-    }
-}
-
-impl Drop for PrivateDaemon {
-    fn drop(&mut self) {
-        self.kill();
-        // Its containerd and shims name the directory in their arguments;
-        // a shim's children are its containers' processes.
-        let mine = processes().into_iter().filter(|(_, _, args)| args.contains(&*self.dir.path().to_string_lossy()));
-        for (pid, _, _) in mine.collect::<Vec<_>>() {
-            for (child, _, _) in processes().into_iter().filter(|(_, parent, _)| *parent == pid) {
-                kill_pid(child);
-            }
-            kill_pid(pid);
-        }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let root = self.dir.path().to_string_lossy().into_owned();
-        let mut points: Vec<&str> =
-            mounts.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&root)).collect();
-        points.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for point in points {
-            let _ = std::process::Command::new("umount").args(["-l", point]).status();
-        }
     }
 }
 
