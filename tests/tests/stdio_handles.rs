@@ -382,6 +382,21 @@ fn microvm_box_cannot_reach_the_callers_files() {
         );
         assert!(log.text().ends_with("after\n"), "{}: {:?}", t.label, log.text());
         assert_eq!(input.text(), PRECIOUS, "{}: the caller's stdin file was written", t.label);
+        // Nor can what the caller's stdout or stderr file held be read back
+        // through the guest's own stream: each file in turn, the other a pipe.
+        for fd in [1, 2] {
+            let file = CallerFile::new(&who, PRECIOUS.as_bytes());
+            let other = 3 - fd;
+            let script = format!("exec 3</proc/self/fd/{fd} || exit 0; timeout 3 cat <&3 >&{other}; echo done >&{other}");
+            let (stdout, stderr): (Stdio, Stdio) =
+                if fd == 1 { (file.append().into(), Stdio::piped()) } else { (Stdio::piped(), file.append().into()) };
+            let out = exec(&t, &["sh", "-c", &script], Stdio::null(), stdout, stderr);
+            let seen = text(if fd == 1 { &out.stderr } else { &out.stdout });
+            assert!(seen.contains("done"), "{}: the read-back probe on fd {fd} did not finish: {seen:?}", t.label);
+            assert!(!seen.contains("precious"), "{}: the guest read the caller's fd {fd} file: {seen:?}", t.label);
+            // What the guest wrote itself (busybox timeout's "Terminated") may follow.
+            assert!(file.text().starts_with(PRECIOUS), "{}: fd {fd}: {:?}", t.label, file.text());
+        }
         let rm = t.env.run(&["rm", &t.id]);
         assert!(rm.status.success(), "{}: {}", t.label, text(&rm.stderr));
     }
