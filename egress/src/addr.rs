@@ -115,12 +115,7 @@ impl fmt::Display for Forbidden {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.via {
             None => f.write_str(self.class.describe()),
-            Some((how, v4)) => write!(
-                f,
-                "{} and embeds {v4}, which is {}",
-                how.describe(),
-                self.class.describe()
-            ),
+            Some((how, v4)) => write!(f, "{} and embeds {v4}, which is {}", how.describe(), self.class.describe()),
         }
     }
 }
@@ -219,12 +214,7 @@ pub fn forbidden(ip: IpAddr) -> Option<Forbidden> {
 /// address or CIDR entry covers it; otherwise refused if it (or the IPv4
 /// address it embeds) is one of `host_addresses` or is [`forbidden`].
 /// The error is the reason, one line.
-pub fn check_address(
-    ip: IpAddr,
-    port: u16,
-    policy: &Policy,
-    host_addresses: &HashSet<IpAddr>,
-) -> Result<(), String> {
+pub fn check_address(ip: IpAddr, port: u16, policy: &Policy, host_addresses: &HashSet<IpAddr>) -> Result<(), String> {
     if policy.covers_address(ip, port).is_some() {
         return Ok(());
     }

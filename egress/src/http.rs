@@ -22,10 +22,7 @@ pub(crate) struct Head {
 impl Head {
     /// Every value of the header `name` (case-insensitive).
     pub fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
-            .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     }
 }
 
@@ -43,10 +40,7 @@ pub(crate) enum HeadError {
 
 /// Reads until a whole head is parsed. Returns the head and the bytes that
 /// followed it in the same reads.
-pub(crate) async fn read_head<S: AsyncRead + Unpin>(
-    stream: &mut S,
-    max: usize,
-) -> Result<(Head, Vec<u8>), HeadError> {
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Result<(Head, Vec<u8>), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     loop {
@@ -67,11 +61,7 @@ pub(crate) async fn read_head<S: AsyncRead + Unpin>(
                     method: req.method.unwrap_or_default().to_owned(),
                     target: req.path.unwrap_or_default().to_owned(),
                     version: req.version.unwrap_or(1),
-                    headers: req
-                        .headers
-                        .iter()
-                        .map(|h| (h.name.to_owned(), h.value.to_vec()))
-                        .collect(),
+                    headers: req.headers.iter().map(|h| (h.name.to_owned(), h.value.to_vec())).collect(),
                 };
                 return Ok((head, buf[len..].to_vec()));
             }
@@ -106,8 +96,7 @@ impl Host {
 /// (`None`: a port is required). The error is the rule broken.
 pub(crate) fn parse_authority(text: &str, default_port: Option<u16>) -> Result<(Host, u16), String> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) =
-            rest.split_once(']').ok_or_else(|| format!("{text:?}: unclosed '['"))?;
+        let (inside, after) = rest.split_once(']').ok_or_else(|| format!("{text:?}: unclosed '['"))?;
         let ip: std::net::Ipv6Addr =
             inside.parse().map_err(|_| format!("{text:?}: not an IPv6 address in brackets"))?;
         let port = match after {
@@ -123,9 +112,7 @@ pub(crate) fn parse_authority(text: &str, default_port: Option<u16>) -> Result<(
         let host = if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
             Host::Ip(IpAddr::V4(ip))
         } else {
-            Host::Name(
-                crate::policy::normalize_name(host).map_err(|rule| format!("{host:?}: {rule}"))?,
-            )
+            Host::Name(crate::policy::normalize_name(host).map_err(|rule| format!("{host:?}: {rule}"))?)
         };
         (host, port)
     };
@@ -208,19 +195,13 @@ pub(crate) fn origin_head(head: &Head, path: &str) -> Vec<u8> {
 /// (none is 0). A `Transfer-Encoding` is an error (status, reason).
 pub(crate) fn body_length(head: &Head) -> Result<u64, (u16, String)> {
     if head.values("transfer-encoding").next().is_some() {
-        return Err((
-            411,
-            "transfer-encoded (chunked) request bodies are refused: send Content-Length".to_owned(),
-        ));
+        return Err((411, "transfer-encoded (chunked) request bodies are refused: send Content-Length".to_owned()));
     }
     let mut length = None;
     for value in head.values("content-length") {
         let text = std::str::from_utf8(value).unwrap_or("").trim();
-        let n = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-            text.parse::<u64>().ok()
-        } else {
-            None
-        };
+        let n =
+            if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) { text.parse::<u64>().ok() } else { None };
         let Some(n) = n else {
             return Err((400, format!("Content-Length {text:?} is not a number")));
         };
@@ -322,9 +303,7 @@ mod tests {
         assert_eq!(body_length(&head(&[("content-length", "3"), ("Content-Length", "3")])), Ok(3));
         assert_eq!(body_length(&head(&[("Transfer-Encoding", "chunked")])).unwrap_err().0, 411);
         assert_eq!(
-            body_length(&head(&[("Content-Length", "3"), ("Transfer-Encoding", "chunked")]))
-                .unwrap_err()
-                .0,
+            body_length(&head(&[("Content-Length", "3"), ("Transfer-Encoding", "chunked")])).unwrap_err().0,
             411
         );
         assert_eq!(body_length(&head(&[("Content-Length", "3"), ("Content-Length", "4")])).unwrap_err().0, 400);

@@ -24,7 +24,7 @@ pub mod resolve;
 mod tls;
 
 pub use addr::{check_address, host_addresses};
-pub use log::{read_decisions, read_decisions_file, Decision, DecisionLog, LogError, Method, Verdict};
+pub use log::{Decision, DecisionLog, LogError, Method, Verdict, read_decisions, read_decisions_file};
 pub use policy::{AllowEntry, Policy, PolicyError, Target};
-pub use proxy::{handle_connection, serve, Config, Listener, Timeouts};
+pub use proxy::{Config, Listener, Timeouts, handle_connection, serve};
 pub use resolve::{DnsResolver, Resolve, ResolverChoice, StaticResolver, SystemResolver};

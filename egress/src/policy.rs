@@ -70,17 +70,13 @@ impl AllowEntry {
             Some(p) => Some(parse_port(p).map_err(|rule| fail(&rule))?),
         };
         let target = if host.contains('/') {
-            let net: IpNet = host.parse().map_err(|_| {
-                fail("a CIDR must be ADDRESS/PREFIX, like 10.0.0.0/8 or fd00::/8")
-            })?;
+            let net: IpNet =
+                host.parse().map_err(|_| fail("a CIDR must be ADDRESS/PREFIX, like 10.0.0.0/8 or fd00::/8"))?;
             if net.prefix_len() == 0 {
                 return Err(fail("a /0 CIDR would allow every address; list the addresses meant"));
             }
             if net.trunc() != net {
-                return Err(fail(&format!(
-                    "a CIDR must not have host bits set (did you mean {}?)",
-                    net.trunc()
-                )));
+                return Err(fail(&format!("a CIDR must not have host bits set (did you mean {}?)", net.trunc())));
             }
             Target::Addresses(net)
         } else if let Ok(ip) = host.parse::<IpAddr>() {
@@ -88,9 +84,7 @@ impl AllowEntry {
         } else if let Some(suffix) = host.strip_prefix("*.") {
             let suffix = normalize_name(suffix).map_err(|rule| fail(&rule))?;
             if !suffix.contains('.') {
-                return Err(fail(
-                    "a wildcard must be below a name of two labels or more (*.example.com, not *.com)",
-                ));
+                return Err(fail("a wildcard must be below a name of two labels or more (*.example.com, not *.com)"));
             }
             Target::Below(suffix)
         } else if host.contains('*') {
@@ -114,9 +108,9 @@ impl AllowEntry {
         self.allows_port(port)
             && match &self.target {
                 Target::Name(n) => n == name,
-                Target::Below(suffix) => name
-                    .strip_suffix(suffix.as_str())
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+                Target::Below(suffix) => {
+                    name.strip_suffix(suffix.as_str()).is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+                }
                 Target::Addresses(_) => false,
             }
     }
@@ -137,9 +131,7 @@ impl fmt::Display for AllowEntry {
         let host = match &self.target {
             Target::Name(n) => n.clone(),
             Target::Below(s) => format!("*.{s}"),
-            Target::Addresses(net) if net.prefix_len() == net.max_prefix_len() => {
-                net.addr().to_string()
-            }
+            Target::Addresses(net) if net.prefix_len() == net.max_prefix_len() => net.addr().to_string(),
             Target::Addresses(net) => net.to_string(),
         };
         let v6 = matches!(&self.target, Target::Addresses(IpNet::V6(_)));
@@ -166,10 +158,7 @@ impl Policy {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let entries = entries
-            .into_iter()
-            .map(|e| AllowEntry::parse(e.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let entries = entries.into_iter().map(|e| AllowEntry::parse(e.as_ref())).collect::<Result<Vec<_>, _>>()?;
         Ok(Self { entries })
     }
 
@@ -210,9 +199,8 @@ impl From<Policy> for Vec<String> {
 /// Splits `HOST[:PORT]`, `[V6]:PORT` and a bare IPv6 address or CIDR.
 fn split_entry(text: &str) -> Result<(&str, Option<&str>), String> {
     if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) = rest
-            .split_once(']')
-            .ok_or_else(|| "a '[' must be closed by ']' around an IPv6 address".to_owned())?;
+        let (inside, after) =
+            rest.split_once(']').ok_or_else(|| "a '[' must be closed by ']' around an IPv6 address".to_owned())?;
         let v6 = matches!(inside.parse::<IpAddr>(), Ok(IpAddr::V6(_)))
             || matches!(inside.parse::<IpNet>(), Ok(IpNet::V6(_)));
         if !v6 {
@@ -278,8 +266,7 @@ pub fn normalize_name(name: &str) -> Result<String, String> {
     }
     let last = trimmed.rsplit('.').next().unwrap_or(trimmed);
     if last.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("a name's last label must not be all digits (write an address as an address)"
-            .to_owned());
+        return Err("a name's last label must not be all digits (write an address as an address)".to_owned());
     }
     Ok(trimmed.to_owned())
 }

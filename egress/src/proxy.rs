@@ -16,10 +16,10 @@ use tokio::time::timeout;
 use crate::addr::check_address;
 use crate::count::Counted;
 use crate::http::{self, Head, HeadError, Host};
-use crate::log::{now_ms, Decision, DecisionLog, Method, Verdict};
+use crate::log::{Decision, DecisionLog, Method, Verdict, now_ms};
 use crate::policy::Policy;
 use crate::resolve::Resolve;
-use crate::tls::{client_hello, Hello};
+use crate::tls::{Hello, client_hello};
 
 /// The most a ClientHello may take before its SNI is known.
 pub const MAX_CLIENT_HELLO: usize = 64 * 1024;
@@ -40,11 +40,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Self {
-            head: Duration::from_secs(10),
-            resolve: Duration::from_secs(5),
-            connect: Duration::from_secs(10),
-        }
+        Self { head: Duration::from_secs(10), resolve: Duration::from_secs(5), connect: Duration::from_secs(10) }
     }
 }
 
@@ -73,12 +69,7 @@ pub struct Config {
 
 impl Config {
     /// A configuration with the default bounds (16 KiB heads) and SNI checked.
-    pub fn new(
-        policy: Policy,
-        host_addresses: HashSet<IpAddr>,
-        resolver: Arc<dyn Resolve>,
-        log: DecisionLog,
-    ) -> Self {
+    pub fn new(policy: Policy, host_addresses: HashSet<IpAddr>, resolver: Arc<dyn Resolve>, log: DecisionLog) -> Self {
         Self {
             policy,
             host_addresses,
@@ -123,11 +114,7 @@ pub async fn serve<L: Listener>(listener: L, config: Arc<Config>) -> io::Result<
                 let config = config.clone();
                 tokio::spawn(async move { handle_connection(stream, &config).await });
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted) => {}
             Err(e) => return Err(e),
         }
     }
@@ -158,26 +145,23 @@ pub async fn handle_connection<S>(mut client: S, config: &Config)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    let mut record = Record {
-        method: Method::Http,
-        name: None,
-        port: None,
-        address: None,
-        bytes_up: 0,
-        bytes_down: 0,
-    };
+    let mut record = Record { method: Method::Http, name: None, port: None, address: None, bytes_up: 0, bytes_down: 0 };
     let outcome = run(&mut client, config, &mut record).await;
+    let mut answered = true;
     let (decision, reason) = match outcome {
         Ok(reason) => (Verdict::Allowed, reason),
         Err(refusal) => {
-            if let Some(status) = refusal.status {
-                let reply = http::response(status, &refusal.reason);
-                // The client may be gone; the decision is logged all the same.
-                let _ = timeout(config.timeouts.head, async {
-                    client.write_all(&reply).await?;
-                    client.shutdown().await
-                })
-                .await;
+            match refusal.status {
+                Some(status) => {
+                    let reply = http::response(status, &refusal.reason);
+                    // The client may be gone; the decision is logged all the same.
+                    let _ = timeout(config.timeouts.head, async {
+                        client.write_all(&reply).await?;
+                        client.shutdown().await
+                    })
+                    .await;
+                }
+                None => answered = false,
             }
             (Verdict::Refused, refusal.reason)
         }
@@ -193,6 +177,27 @@ where
         bytes_up: record.bytes_up,
         bytes_down: record.bytes_down,
     });
+    if answered {
+        linger(&mut client, config.timeouts.head).await;
+    }
+}
+
+/// Reads and discards what the client still sends (a bounded amount, for a
+/// bounded time) before the connection is dropped, so that unread bytes do
+/// not turn the close into a reset that destroys the answer the client has
+/// not read yet. Nothing read here goes anywhere.
+async fn linger<S: AsyncRead + Unpin>(client: &mut S, within: Duration) {
+    let _ = timeout(within, async {
+        let mut sink = [0u8; 4096];
+        let mut total = 0;
+        while total < MAX_CLIENT_HELLO {
+            match client.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
 }
 
 async fn run<S>(client: &mut S, config: &Config, record: &mut Record) -> Result<String, Refusal>
@@ -272,7 +277,13 @@ async fn open_upstream(config: &Config, host: &Host, port: u16) -> Result<(TcpSt
     Err(refuse(502, last_error))
 }
 
-async fn connect<S>(client: &mut S, config: &Config, record: &mut Record, head: &Head, rest: Vec<u8>) -> Result<String, Refusal>
+async fn connect<S>(
+    client: &mut S,
+    config: &Config,
+    record: &mut Record,
+    head: &Head,
+    rest: Vec<u8>,
+) -> Result<String, Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
@@ -348,7 +359,13 @@ async fn read_client_hello<S: AsyncRead + Unpin>(client: &mut S, mut bytes: Vec<
     }
 }
 
-async fn plain<S>(client: &mut S, config: &Config, record: &mut Record, head: &Head, rest: Vec<u8>) -> Result<String, Refusal>
+async fn plain<S>(
+    client: &mut S,
+    config: &Config,
+    record: &mut Record,
+    head: &Head,
+    rest: Vec<u8>,
+) -> Result<String, Refusal>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {

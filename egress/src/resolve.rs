@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
-    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
-    ResolverOpts,
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig, ResolverOpts,
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use hickory_resolver::TokioResolver;
 use serde::{Deserialize, Serialize};
 
 /// Turns a checked, normalized name into addresses.
@@ -86,8 +85,7 @@ impl DnsResolver {
         opts.use_hosts_file = ResolveHosts::Never;
         opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         opts.ndots = 0;
-        let mut builder =
-            TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+        let mut builder = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
         *builder.options_mut() = opts;
         let inner = builder.build().map_err(io::Error::other)?;
         Ok(Self { inner })
