@@ -106,7 +106,7 @@ async fn a_proxy_with_the_dns_resolver_tunnels_to_a_name_that_server_gives() {
     let mut proxy = start(config, rx).await;
     let (tunnel, head) = connect(proxy.addr, &format!("web.test:{port}")).await;
     assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
-    assert_eq!(tls_hello(tunnel, "web.test", &upstream.cert).await.unwrap(), "sni=web.test line=hello\n");
+    assert_eq!(tls_hello(tunnel, "web.test", &upstream.cert).await.unwrap().answer, "sni=web.test line=hello\n");
     assert_eq!(proxy.decision().await.decision, Verdict::Allowed);
 }
 

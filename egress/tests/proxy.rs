@@ -44,16 +44,16 @@ async fn an_allowed_name_over_https_tunnels_with_the_right_sni_and_is_logged() {
     let mut proxy = proxy(&entries(&[&format!("web.test:{port}"), &format!("127.0.0.1:{port}")])).await;
     let (tunnel, head) = connect(proxy.addr, &format!("web.test:{port}")).await;
     assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
-    let answer = tls_hello(tunnel, "web.test", &upstream.cert).await.unwrap();
-    assert_eq!(answer, "sni=web.test line=hello\n");
+    let tunneled = tls_hello(tunnel, "web.test", &upstream.cert).await.unwrap();
+    assert_eq!(tunneled.answer, "sni=web.test line=hello\n");
     let d = proxy.decision().await;
     assert_eq!(d.decision, Verdict::Allowed, "{d:?}");
     assert_eq!(d.method, Method::Connect);
     assert_eq!((d.name.as_deref(), d.port), (Some("web.test"), Some(port)));
     assert_eq!(d.address, Some(std::net::SocketAddr::new(LOCALHOST, port)));
-    // A ClientHello alone is some hundreds of bytes; the server's flight
-    // carries a certificate.
-    assert!(d.bytes_up > 200 && d.bytes_down > 300, "{d:?}");
+    assert_eq!(d.reason, format!("allowed by web.test:{port}"));
+    // Every tunnel byte each way, the buffered ClientHello included.
+    assert_eq!((d.bytes_up, d.bytes_down), (tunneled.sent, tunneled.received), "{d:?}");
 }
 
 #[tokio::test]
@@ -93,7 +93,7 @@ async fn an_address_literal_is_refused_unless_an_address_entry_lists_it() {
     let (tunnel, head) = connect(allowing.addr, &format!("127.0.0.1:{port}")).await;
     assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
     // A client connecting to an address sends no SNI.
-    let answer = tls_hello(tunnel, "127.0.0.1", &upstream.cert).await.unwrap();
+    let answer = tls_hello(tunnel, "127.0.0.1", &upstream.cert).await.unwrap().answer;
     assert_eq!(answer, "sni=none line=hello\n");
     let d = allowing.decision().await;
     assert_eq!((d.decision, d.name.as_deref()), (Verdict::Allowed, Some("127.0.0.1")));
@@ -157,7 +157,7 @@ async fn with_the_sni_check_off_a_mismatch_goes_through_the_negative_control() {
     config.check_sni = false;
     let mut proxy = start(config, rx).await;
     let (tunnel, _) = connect(proxy.addr, &format!("web.test:{port}")).await;
-    let answer = tls_hello(tunnel, "other.test", &upstream.cert).await.unwrap();
+    let answer = tls_hello(tunnel, "other.test", &upstream.cert).await.unwrap().answer;
     assert_eq!(answer, "sni=other.test line=hello\n");
     assert_eq!(proxy.decision().await.decision, Verdict::Allowed);
 }

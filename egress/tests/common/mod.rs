@@ -8,8 +8,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use tinybox_egress::{Config, Decision, DecisionLog, Policy, StaticResolver};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
@@ -237,9 +241,18 @@ pub async fn connect(proxy: SocketAddr, target: &str) -> (TcpStream, String) {
     (stream, String::from_utf8(head).unwrap())
 }
 
+/// What a TLS exchange through a tunnel gave: the server's answer and the
+/// bytes the client sent and received on the tunnel (after CONNECT's head).
+#[derive(Debug)]
+pub struct Tunneled {
+    pub answer: String,
+    pub sent: u64,
+    pub received: u64,
+}
+
 /// TLS over an open tunnel with `sni` (a name, or an address for none),
-/// trusting `cert`: sends `hello\n` and returns the server's answer.
-pub async fn tls_hello(tunnel: TcpStream, sni: &str, cert: &CertificateDer<'static>) -> std::io::Result<String> {
+/// trusting `cert`: sends `hello\n` and reads the server's answer to the end.
+pub async fn tls_hello(tunnel: TcpStream, sni: &str, cert: &CertificateDer<'static>) -> std::io::Result<Tunneled> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.clone()).unwrap();
     let client = rustls::ClientConfig::builder_with_provider(provider())
@@ -249,11 +262,46 @@ pub async fn tls_hello(tunnel: TcpStream, sni: &str, cert: &CertificateDer<'stat
         .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
     let name = ServerName::try_from(sni.to_owned()).unwrap();
-    let mut tls = connector.connect(name, tunnel).await?;
+    let (sent, received) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let metered = Metered { inner: tunnel, sent: sent.clone(), received: received.clone() };
+    let mut tls = connector.connect(name, metered).await?;
     tls.write_all(b"hello\n").await?;
     let mut answer = String::new();
     tls.read_to_string(&mut answer).await?;
-    Ok(answer)
+    drop(tls);
+    Ok(Tunneled { answer, sent: sent.load(Ordering::SeqCst), received: received.load(Ordering::SeqCst) })
+}
+
+/// A stream counting what passes through it each way.
+struct Metered {
+    inner: TcpStream,
+    sent: Arc<AtomicU64>,
+    received: Arc<AtomicU64>,
+}
+
+impl AsyncRead for Metered {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.received.fetch_add((buf.filled().len() - before) as u64, Ordering::SeqCst);
+        polled
+    }
+}
+
+impl AsyncWrite for Metered {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.sent.fetch_add(n as u64, Ordering::SeqCst);
+        }
+        polled
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Sends `raw` to the proxy as it is and reads everything until it closes.
