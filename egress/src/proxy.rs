@@ -314,13 +314,14 @@ where
             Host::Ip(_) => None,
         };
         let got = sni.as_deref().map(|s| s.strip_suffix('.').unwrap_or(s).to_ascii_lowercase());
-        if got.as_deref() != expected {
-            let reason = match (&got, expected) {
-                (Some(g), Some(e)) => format!("sni {g:?} does not match the CONNECT name {e:?}"),
-                (None, Some(e)) => format!("sni missing, the CONNECT name is {e:?}"),
-                (Some(g), None) => format!("sni {g:?} sent to an address literal"),
-                (None, None) => unreachable!("equal"),
-            };
+        let mismatch = match (got.as_deref(), expected) {
+            (Some(g), Some(e)) if g == e => None,
+            (None, None) => None,
+            (Some(g), Some(e)) => Some(format!("sni {g:?} does not match the CONNECT name {e:?}")),
+            (None, Some(e)) => Some(format!("sni missing, the CONNECT name is {e:?}")),
+            (Some(g), None) => Some(format!("sni {g:?} sent to an address literal")),
+        };
+        if let Some(reason) = mismatch {
             return Err(Refusal { status: None, reason });
         }
     }
