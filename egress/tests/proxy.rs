@@ -226,3 +226,23 @@ async fn requests_that_are_not_proxy_requests_are_refused_with_a_reason() {
         assert!(d.reason.contains(reason), "{d:?}");
     }
 }
+
+#[tokio::test]
+async fn a_head_that_never_ends_gets_408_and_any_stream_type_is_served() {
+    // An in-memory stream: `handle_connection` needs only AsyncRead + AsyncWrite.
+    let (mut config, mut decisions) = config(&entries(&["web.test"]), test_resolver());
+    config.timeouts.head = std::time::Duration::from_millis(20);
+    let (mut client, server) = tokio::io::duplex(4096);
+    let proxy_side = tokio::spawn(async move { tinybox_egress::handle_connection(server, &config).await });
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    client.write_all(b"GET http://web.test/ HTTP/1.1\r\nHost: web").await.unwrap();
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    drop(client);
+    proxy_side.await.unwrap();
+    let line = decisions.recv().await.unwrap();
+    let d = tinybox_egress::read_decisions(&line[..]).unwrap().remove(0);
+    assert_eq!(d.decision, Verdict::Refused);
+    assert_eq!(d.reason, "no whole request head within the time allowed");
+}
