@@ -557,7 +557,10 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
                 let xattrs = tinybox_tests::microvm::xattr_names(&path);
                 assert!(!xattrs.iter().any(|x| x == "security.capability"), "{label}: {name} has a file capability");
                 let kind = m.file_type();
-                assert!(kind.is_file() || kind.is_dir(), "{label}: {name} is a {kind:?} on the host, not a file or directory");
+                assert!(
+                    kind.is_file() || kind.is_dir(),
+                    "{label}: {name} is a {kind:?} on the host, not a file or directory"
+                );
                 if m.is_dir() {
                     todo.push(path.clone());
                 }

@@ -387,7 +387,8 @@ fn microvm_box_cannot_reach_the_callers_files() {
         for fd in [1, 2] {
             let file = CallerFile::new(&who, PRECIOUS.as_bytes());
             let other = 3 - fd;
-            let script = format!("exec 3</proc/self/fd/{fd} || exit 0; timeout 3 cat <&3 >&{other}; echo done >&{other}");
+            let script =
+                format!("exec 3</proc/self/fd/{fd} || exit 0; timeout 3 cat <&3 >&{other}; echo done >&{other}");
             let (stdout, stderr): (Stdio, Stdio) =
                 if fd == 1 { (file.append().into(), Stdio::piped()) } else { (Stdio::piped(), file.append().into()) };
             let out = exec(&t, &["sh", "-c", &script], Stdio::null(), stdout, stderr);
