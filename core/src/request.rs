@@ -462,7 +462,7 @@ impl Tinybox {
         let dests = request.ad_hoc_hosts();
         if !dests.is_empty() {
             let saved = match store_dir {
-                Some(dir) => crate::hosts::HostStore::open(dir)?.save_ad_hoc(&dests)?,
+                Some(dir) => crate::store::HostStore::open(dir)?.save_ad_hoc(&dests)?,
                 None => dests.iter().map(|d| (crate::hosts::ad_hoc_name(d), crate::hosts::ssh_entry(d))).collect(),
             };
             self.drivers.add_hosts(saved);

@@ -112,7 +112,7 @@ impl Tinybox {
 
     fn hosts_still_known(&self, spec: &BoxSpec) -> Result<()> {
         let Some(dir) = self.store_dir.as_deref() else { return Ok(()) };
-        let table = crate::hosts::HostStore::open(dir)?.table()?;
+        let table = crate::store::HostStore::open(dir)?.table()?;
         for host in [&spec.workspace.host, &spec.runner.host] {
             if !table.contains_key(host) {
                 let known = table.keys().map(|h| h.to_string()).collect();

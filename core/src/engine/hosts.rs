@@ -8,7 +8,8 @@ use tinybox_sdk::model::HostName;
 
 use super::Tinybox;
 use crate::error::{Error, Result};
-use crate::hosts::{HostEntry, HostStore, HostTable, SshHostRequest};
+use crate::hosts::{HostEntry, HostTable, SshHostRequest};
+use crate::store::HostStore;
 
 /// What `host add` did.
 #[derive(Debug, Clone, Serialize)]

@@ -87,7 +87,7 @@ impl Tinybox {
         let store_dir = &crate::paths::check_store_dir(store_dir)?;
         let store = Arc::new(FileStore::open(store_dir)?);
         let templates = TemplateStore::open(store_dir)?;
-        drivers.hosts = crate::hosts::HostStore::open(store_dir)?.table()?;
+        drivers.hosts = crate::store::HostStore::open(store_dir)?.table()?;
         // Absolute, as the protocol promises drivers, even for `--store rel/dir`.
         let state_dir = store_dir.join(DRIVER_STATE_DIR);
         drivers.state_dir = Some(std::path::absolute(&state_dir).unwrap_or(state_dir));

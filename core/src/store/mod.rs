@@ -6,6 +6,7 @@
 
 mod boxes;
 pub(crate) mod file;
+pub mod hosts;
 mod memory;
 pub mod pools;
 pub mod settings;
@@ -20,6 +21,7 @@ use tinybox_sdk::model::{BoxId, SnapshotId};
 use crate::model::BoxInfo;
 
 pub use file::FileStore;
+pub use hosts::HostStore;
 pub use memory::MemoryStore;
 pub use pools::{Pool, PoolStore};
 pub use settings::Settings;
