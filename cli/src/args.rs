@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use tinybox_core::Error;
 use tinybox_core::hosts::HostRef;
 use tinybox_core::model::{SandboxName, SnapshotId, TemplateName};
-use tinybox_core::request::{self, CreateRequest, NetworkChoice, Port, Size};
+use tinybox_core::request::{self, CreateRequest, ExecOptions, NetworkChoice, Port, Size};
 
 /// A `KEY=VALUE` pair.
 pub fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -27,9 +27,15 @@ pub fn parse_option(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// A duration such as `90s`, `10m`, `1h`, `2d`.
+/// A span of time such as `500ms`, `90s`, `10m`: syntax only; how long a
+/// command may be given is core's rule.
+pub fn parse_span(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 90s, 10m, 1h ({e})"))
+}
+
+/// A duration such as `90s`, `10m`, `1h`, `2d`, of a second or more.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 90s, 10m, 1h ({e})"))?;
+    let d = parse_span(s)?;
     if d.as_secs() == 0 {
         return Err(format!("{s:?} is not positive; use at least 1s"));
     }
@@ -198,8 +204,8 @@ pub struct CommandArgs {
     /// Working directory inside the box.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
-    /// Stop the command after this long (exit status 124).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    /// Stop the command after this long, at least 1ms (exit status 124).
+    #[arg(long, value_parser = parse_span, value_name = "DURATION")]
     pub timeout: Option<Duration>,
     /// Forward a terminal's input to the command (piped input is always forwarded).
     #[arg(short = 'i', long)]
@@ -213,11 +219,18 @@ pub struct CommandArgs {
 }
 
 impl CommandArgs {
-    pub fn request(&self) -> tinybox_core::model::ExecRequest {
-        let mut r = tinybox_core::model::ExecRequest::new(self.argv.clone());
-        r.env = self.env.iter().cloned().collect();
-        r.cwd = self.cwd.clone();
-        r
+    /// The command these flags ask for, field by field; every rule is
+    /// core's. Its input is this process's stdin and its terminal's size is
+    /// known only once it runs, so neither is a field here.
+    pub fn options(&self, runner: bool) -> ExecOptions {
+        ExecOptions {
+            argv: self.argv.clone(),
+            env: self.env.iter().cloned().collect(),
+            cwd: self.cwd.clone(),
+            timeout_secs: self.timeout.map(|d| d.as_secs_f64()),
+            runner,
+            ..ExecOptions::default()
+        }
     }
 }
 
@@ -325,6 +338,27 @@ mod tests {
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
             assert!(err.to_string().contains("is not an option KEY=VALUE with a non-empty KEY"), "{err}");
         }
+    }
+
+    /// The plan `tinybox exec box-0 ARGS -- true` makes, by core's rules.
+    fn exec_plan(args: &[&str]) -> Result<tinybox_core::request::ExecPlan, Error> {
+        let mut all = vec!["exec", "box-0"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let Command::Exec(c) = parse(&all).unwrap().command else { panic!("parsed as another verb") };
+        c.command.options(c.runner).plan()
+    }
+
+    #[test]
+    fn exec_timeouts_follow_core_s_rule() {
+        assert_eq!(exec_plan(&["--timeout", "500ms"]).unwrap().timeout, Some(Duration::from_millis(500)));
+        assert_eq!(exec_plan(&["--timeout", "2m"]).unwrap().timeout, Some(Duration::from_secs(120)));
+        assert_eq!(exec_plan(&[]).unwrap().timeout, None);
+        let err = exec_plan(&["--timeout", "0s"]).unwrap_err();
+        assert!(matches!(err, Error::Request(request::RequestError::TimeoutTooShort { .. })), "{err}");
+        assert_eq!(exec_plan(&["--runner"]).unwrap().target, tinybox_core::Target::Runner);
+        let err = parse(&["exec", "box-0", "--timeout", "soon", "--", "true"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
     }
 
     #[test]

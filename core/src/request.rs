@@ -27,6 +27,9 @@ use crate::model::{BoxInfo, BoxSpec, Lifecycle, Placement};
 use crate::store::Settings;
 use crate::store::settings::LEGACY_NAMESPACE;
 
+pub mod exec;
+pub use exec::{ExecOptions, ExecPlan, StdinGiven};
+
 /// The longest a box may be asked to live, or to wait between
 /// autosnapshots: a year. Past it a duration is a typo, not a plan.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(366 * 24 * 60 * 60);
@@ -62,6 +65,14 @@ pub enum RequestError {
         "workspace {path} would hand the box {what}; a workspace is a project directory (a box writes to it), never {rule}"
     )]
     SystemWorkspace { path: PathBuf, what: &'static str, rule: &'static str },
+    #[error("timeout {secs}s is not positive; use at least 0.001s (a millisecond)")]
+    TimeoutTooShort { secs: f64 },
+    #[error("timeout {secs}s is longer than a clock can count; ask for less")]
+    TimeoutTooLong { secs: f64 },
+    #[error("stdin and stdin_base64 are alternatives; give at most one")]
+    StdinTwice,
+    #[error("a tty of {rows} rows by {cols} columns is no terminal; give both at least 1")]
+    NoTerminal { rows: u16, cols: u16 },
 }
 
 /// How a box may use the network, as asked.

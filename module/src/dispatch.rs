@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 use serde_json::{Value, json};
-use tinybox_core::{Target, Tinybox};
+use tinybox_core::Tinybox;
+use tinybox_core::request::StdinGiven;
 
 use crate::errors::{CallError, CallResult, Code};
 use crate::exec::{Launch, Running};
@@ -260,16 +261,16 @@ fn create(st: &State, common: &Common, request: tinybox_core::CreateRequest) -> 
     ok(&created.info)
 }
 
-/// What `exec` or `exec.start` asks to run, validated.
+/// What `exec` or `exec.start` asks to run, checked by core's rules; the
+/// bus only decodes the base64 spelling of binary input.
 fn launch(p: &params::ExecParams) -> CallResult<Launch> {
-    let request = p.request();
-    request.validate().map_err(tinybox_core::Error::from)?;
-    params::check_tty("exec", request.tty)?;
-    Ok(Launch {
-        box_id: p.id.clone(),
-        request,
-        target: if p.runner { Target::Runner } else { Target::Workspace },
-        stdin: p.stdin_bytes()?,
-        timeout: p.timeout()?,
-    })
+    let plan = p.options().plan()?;
+    let stdin = match plan.stdin {
+        None => None,
+        Some(StdinGiven::Text(text)) => Some(text.into_bytes()),
+        Some(StdinGiven::Base64(b64)) => Some(
+            crate::base64::decode(&b64).map_err(|e| CallError::invalid(format!("stdin_base64 is {e}")))?,
+        ),
+    };
+    Ok(Launch { box_id: p.id.clone(), request: plan.request, target: plan.target, stdin, timeout: plan.timeout })
 }

@@ -7,12 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tinybox_core::model::{BoxId, ExecRequest, HostName, TemplateName, TtySize};
+use tinybox_core::model::{BoxId, HostName, TemplateName, TtySize};
+use tinybox_core::request::ExecOptions;
+use tinybox_core::request::exec::check_tty;
 
 use crate::errors::{CallError, CallResult, Code};
 
@@ -138,32 +139,17 @@ pub struct ExecParams {
 }
 
 impl ExecParams {
-    pub fn request(&self) -> ExecRequest {
-        let mut r = ExecRequest::new(self.argv.clone());
-        r.env = self.env.clone();
-        r.cwd = self.cwd.clone();
-        r.tty = self.tty;
-        r
-    }
-
-    pub fn stdin_bytes(&self) -> CallResult<Option<Vec<u8>>> {
-        match (&self.stdin, &self.stdin_base64) {
-            (Some(_), Some(_)) => Err(CallError::invalid("exec: give stdin or stdin_base64, not both")),
-            (Some(text), None) => Ok(Some(text.clone().into_bytes())),
-            (None, Some(b64)) => {
-                crate::base64::decode(b64).map(Some).map_err(|e| CallError::invalid(format!("stdin_base64 is {e}")))
-            }
-            (None, None) => Ok(None),
-        }
-    }
-
-    pub fn timeout(&self) -> CallResult<Option<Duration>> {
-        match self.timeout_secs {
-            None => Ok(None),
-            Some(t) if t.is_finite() && t > 0.0 => Duration::try_from_secs_f64(t)
-                .map(Some)
-                .map_err(|e| CallError::invalid(format!("timeout_secs {t} cannot be used: {e}"))),
-            Some(t) => Err(CallError::invalid(format!("timeout_secs {t} is not positive; use at least 0.001"))),
+    /// The command these parameters ask for, field by field; every rule is core's.
+    pub fn options(&self) -> ExecOptions {
+        ExecOptions {
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            stdin: self.stdin.clone(),
+            stdin_base64: self.stdin_base64.clone(),
+            timeout_secs: self.timeout_secs,
+            tty: self.tty,
+            runner: self.runner,
         }
     }
 
@@ -215,24 +201,8 @@ pub struct ResizeParams {
 
 impl ResizeParams {
     pub fn size(&self) -> CallResult<TtySize> {
-        if self.rows == 0 || self.cols == 0 {
-            return Err(CallError::invalid(format!(
-                "exec.resize: {} rows by {} columns is no terminal; give both at least 1",
-                self.rows, self.cols
-            )));
-        }
-        Ok(TtySize { rows: self.rows, cols: self.cols })
-    }
-}
-
-/// Checks a terminal size given at `exec` or `exec.start`.
-pub fn check_tty(method: &str, tty: Option<TtySize>) -> CallResult<()> {
-    match tty {
-        Some(t) if t.rows == 0 || t.cols == 0 => Err(CallError::invalid(format!(
-            "{method}: a tty of {} rows by {} columns is no terminal; give both at least 1",
-            t.rows, t.cols
-        ))),
-        _ => Ok(()),
+        let size = check_tty(TtySize { rows: self.rows, cols: self.cols }).map_err(tinybox_core::Error::from)?;
+        Ok(size)
     }
 }
 
@@ -254,6 +224,8 @@ impl HandleParams {
 
 #[cfg(test)]
 mod tests {
+    use tinybox_core::request::RequestError;
+
     use super::*;
 
     #[test]
@@ -278,15 +250,24 @@ mod tests {
     }
 
     #[test]
-    fn exec_fields_are_checked() {
+    fn exec_fields_map_onto_core_s_options_and_its_rules() {
         let p: ExecParams =
             parse("exec", serde_json::json!({"id": "box-0", "argv": ["a"], "timeout_secs": 0})).unwrap();
-        assert!(p.timeout().is_err());
-        let p: ExecParams =
-            parse("exec", serde_json::json!({"id": "box-0", "argv": ["a"], "stdin_base64": "AP8="})).unwrap();
-        assert_eq!(p.stdin_bytes().unwrap(), Some(vec![0, 255]));
+        let err = p.options().plan().unwrap_err();
+        assert!(matches!(err, tinybox_core::Error::Request(RequestError::TimeoutTooShort { .. })), "{err}");
+        let p: ExecParams = parse(
+            "exec",
+            serde_json::json!({"id": "box-0", "argv": ["a"], "timeout_secs": 0.5, "stdin_base64": "AP8=", "runner": true}),
+        )
+        .unwrap();
+        let plan = p.options().plan().unwrap();
+        assert_eq!(plan.timeout, Some(std::time::Duration::from_millis(500)));
+        assert_eq!(plan.stdin, Some(tinybox_core::request::StdinGiven::Base64("AP8=".into())));
+        assert_eq!(plan.target, tinybox_core::Target::Runner);
         let p: ExecParams =
             parse("exec", serde_json::json!({"id": "box-0", "argv": ["a"], "max_output_bytes": 0})).unwrap();
         assert!(p.max_output().is_err());
+        let p: ResizeParams = parse("exec.resize", serde_json::json!({"exec": "exec-0", "rows": 0, "cols": 80})).unwrap();
+        assert_eq!(p.size().unwrap_err().code, Code::InvalidArgument);
     }
 }

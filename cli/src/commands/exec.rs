@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use tinybox_core::model::{BoxId, ExecRequest};
+use tinybox_core::request::ExecPlan;
 use tinybox_core::{Error, Target};
 
 use super::App;
@@ -33,25 +34,16 @@ enum StopReason {
 
 impl ExecCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let target = if self.runner { Target::Runner } else { Target::Workspace };
         let c = &self.command;
-        run_in(app, &self.id, c.request(), target, c.timeout, c.interactive, c.tty).await
+        run_in(app, &self.id, c.options(self.runner).plan()?, c.interactive, c.tty).await
     }
 }
 
-/// Runs `request` in `id` with this process's streams; returns the exit
+/// Runs `plan` in `id` with this process's streams; returns the exit
 /// status to leave with: the command's own, 130 when interrupted, 143 when
 /// terminated, 124 when it timed out.
-pub async fn run_in(
-    app: &App,
-    id: &BoxId,
-    request: ExecRequest,
-    target: Target,
-    timeout: Option<Duration>,
-    interactive: bool,
-    tty: bool,
-) -> Result<u8, Error> {
-    let mut request = request;
+pub async fn run_in(app: &App, id: &BoxId, plan: ExecPlan, interactive: bool, tty: bool) -> Result<u8, Error> {
+    let ExecPlan { mut request, target, timeout, .. } = plan;
     let terminal = match tty {
         true => Some(Terminal::on_stdin().map_err(|e| Error::io("-t runs the command on a terminal", e))?),
         false => None,

@@ -17,9 +17,9 @@ use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router}
 use serde::Deserialize;
 use tinybox_core::capture::{self, Capture};
 use tinybox_core::ceiling::{AgentCreate, Ceiling};
-use tinybox_core::model::{BoxId, ExecRequest, SandboxName};
-use tinybox_core::request::{NetworkChoice, Size};
-use tinybox_core::{Error, Target, Tinybox};
+use tinybox_core::model::{BoxId, SandboxName};
+use tinybox_core::request::{ExecOptions, NetworkChoice, Size, StdinGiven};
+use tinybox_core::{Error, Tinybox};
 
 use super::App;
 use crate::args::{NetworkArg, parse_cpus, parse_duration, parse_size};
@@ -249,8 +249,16 @@ impl Server {
 
     async fn run_in(&self, args: RunArgs) -> Result<serde_json::Value, Error> {
         let id = self.mine(&args.id)?;
-        let timeout = args.timeout_secs.map(Duration::from_secs).unwrap_or(self.timeout);
-        if timeout > self.timeout || timeout.is_zero() {
+        let plan = ExecOptions {
+            argv: args.argv,
+            cwd: args.cwd,
+            stdin: args.stdin,
+            timeout_secs: Some(args.timeout_secs.map(|s| s as f64).unwrap_or(self.timeout.as_secs_f64())),
+            ..ExecOptions::default()
+        }
+        .plan()?;
+        let timeout = plan.timeout.unwrap_or(self.timeout);
+        if timeout > self.timeout {
             return Err(tinybox_core::ceiling::CeilingError::Over {
                 what: "timeout_secs",
                 asked: timeout.as_secs().to_string(),
@@ -258,12 +266,14 @@ impl Server {
             }
             .into());
         }
-        let mut request = ExecRequest::new(args.argv);
-        request.cwd = args.cwd;
         let mut how = Capture::new(usize::try_from(self.max_output).unwrap_or(usize::MAX));
-        how.stdin = args.stdin.map(String::into_bytes);
+        how.stdin = match plan.stdin {
+            Some(StdinGiven::Text(text)) => Some(text.into_bytes()),
+            // This tool takes text only: no base64 was given.
+            Some(StdinGiven::Base64(_)) | None => None,
+        };
         how.timeout = Some(timeout);
-        let got = capture::run(&self.engine, &id, request, Target::Workspace, &how, std::future::pending()).await?;
+        let got = capture::run(&self.engine, &id, plan.request, plan.target, &how, std::future::pending()).await?;
         Ok(serde_json::json!({
             "exit_code": got.status.code,
             "signal": got.status.signal,

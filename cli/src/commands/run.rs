@@ -1,7 +1,7 @@
 //! `tinybox run`: creates a box, runs one command in it and removes it.
 
 use clap::Args;
-use tinybox_core::{Error, Target};
+use tinybox_core::Error;
 
 use super::App;
 use crate::args::{BoxArgs, CommandArgs};
@@ -19,22 +19,14 @@ pub struct RunCmd {
 
 impl RunCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
+        // The command is checked before a box is made for it.
+        let plan = self.command.options(self.runner).plan()?;
         // `--env` belongs to the command here; the box gets none of its own.
         let info = super::create::make(app, &self.box_args, &[]).await?;
         if !app.json {
             eprintln!("tinybox: {}", crate::output::created_summary(&info));
         }
-        let target = if self.runner { Target::Runner } else { Target::Workspace };
-        let result = super::exec::run_in(
-            app,
-            &info.id,
-            self.command.request(),
-            target,
-            self.command.timeout,
-            self.command.interactive,
-            self.command.tty,
-        )
-        .await;
+        let result = super::exec::run_in(app, &info.id, plan, self.command.interactive, self.command.tty).await;
         let removed = app.engine.remove(&info.id).await;
         let code = result?;
         removed?;
