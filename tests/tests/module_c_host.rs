@@ -149,7 +149,7 @@ fn bad_input_gets_clean_errors_with_stable_codes() {
         ("exec_no_such_box", "not_found", "no box named box-999"),
         ("exec_empty_argv", "invalid_argument", "argument vector is empty"),
         ("exec_no_argv", "invalid_argument", "missing field `argv`"),
-        ("exec_zero_timeout", "invalid_argument", "timeout_secs 0 is not positive"),
+        ("exec_zero_timeout", "invalid_argument", "timeout 0s is not positive"),
         ("read_no_such_exec", "not_found", "no exec"),
     ] {
         assert_eq!(code(tag), expected, "{tag}: {}", message(tag));
