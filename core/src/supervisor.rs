@@ -32,6 +32,9 @@ use tinybox_sdk::stdio::{StdioFds, StdioServer};
 use crate::Tinybox;
 use crate::engine::{Autosnapshot, Forward};
 
+mod control;
+pub use control::{DaemonLog, LOG, await_started, log_path, stop};
+
 pub const SOCKET: &str = "daemon.sock";
 pub const LOCK: &str = "daemon.lock";
 /// How often the daemon looks for expired boxes, due snapshots and short pools.
@@ -60,8 +63,22 @@ pub enum DaemonError {
         .store.display()
     )]
     OtherVersion { store: PathBuf, theirs: String, ours: String },
+    /// The daemon would not serve this caller (another uid, a malformed
+    /// request), or would not do what it asked: its words.
     #[error("the daemon refused this caller: {0}")]
     Refused(String),
+    #[error("a daemon keeps a store's boxes, and this engine has no store directory (its boxes are in memory)")]
+    NoStoreDir,
+    #[error("the daemon exited at start ({status}): {last_line}")]
+    ExitedAtStart { status: String, last_line: String },
+    #[error("the daemon did not answer within {}s; its log is {}", .within.as_secs(), .log.display())]
+    DidNotAnswer { within: Duration, log: PathBuf },
+    #[error(
+        "the daemon (pid {pid}) was asked to stop but still runs after {}s; its log is {}",
+        .after.as_secs(),
+        .log.display()
+    )]
+    StillRunning { pid: u32, after: Duration, log: PathBuf },
     /// What the daemon's engine said, as it said it.
     #[error("{0}")]
     Failed(String),
@@ -336,7 +353,7 @@ pub async fn exec_through(
 /// Runs the daemon on `engine`'s store until `stop` completes or a caller
 /// asks it to stop. Holds the supervisor lock throughout.
 pub async fn serve(engine: &Tinybox, stop: impl std::future::Future<Output = ()>) -> Result<DaemonStatus, DaemonError> {
-    let store = engine.store_dir().ok_or_else(|| DaemonError::Refused("a daemon needs a store directory".into()))?;
+    let store = engine.store_dir().ok_or(DaemonError::NoStoreDir)?;
     let store = store.to_owned();
     let path = socket_path(&store)?;
     let Some(_lock) = try_supervise(&store)? else {

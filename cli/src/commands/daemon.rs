@@ -2,13 +2,12 @@
 //! store (core's `supervisor`): reaps boxes whose ttl has passed, takes due
 //! autosnapshots and keeps warm pools full. Nothing else needs it.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Subcommand;
 use tinybox_core::Error;
-use tinybox_core::supervisor::{self, Call, DaemonError, DaemonStatus};
+use tinybox_core::supervisor::{self, Call, DaemonError, DaemonLog, DaemonStatus};
 
 use super::App;
 use crate::output;
@@ -43,21 +42,7 @@ impl DaemonCmd {
             }
             DaemonCmd::Start => start(app).await,
             DaemonCmd::Stop => {
-                let status = supervisor::ask(&app.store_dir, Call::Stop).await?;
-                let deadline = Instant::now() + STOP_WITHIN;
-                // Bounded: the daemon lets go of its lock when its current tick is over.
-                while supervisor::supervised(&app.store_dir) {
-                    if Instant::now() > deadline {
-                        return Err(DaemonError::Refused(format!(
-                            "the daemon (pid {}) was asked to stop but still runs after {}s; its log is {}",
-                            status.pid,
-                            STOP_WITHIN.as_secs(),
-                            app.store_dir.join("daemon.log").display()
-                        ))
-                        .into());
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                let status = supervisor::stop(&app.store_dir, STOP_WITHIN).await?;
                 if !app.json {
                     eprintln!("tinybox: the daemon (pid {}) stopped", status.pid);
                 }
@@ -84,56 +69,26 @@ async fn start(app: &App) -> Result<u8, Error> {
         Err(DaemonError::NotRunning { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    std::fs::create_dir_all(&app.store_dir)
-        .map_err(|e| Error::io(format!("cannot make {}", app.store_dir.display()), e))?;
-    let log_path = app.store_dir.join("daemon.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&log_path)
-        .map_err(|e| Error::io(format!("cannot open {}", log_path.display()), e))?;
-    let err = log.try_clone().map_err(|e| Error::io("cannot share the daemon's log", e))?;
+    let log = DaemonLog::open(&app.store_dir)?;
+    let (out, err) = log.streams()?;
     let exe = std::env::current_exe().map_err(|e| Error::io("cannot find this tinybox's executable", e))?;
     let mut child = std::process::Command::new(exe)
         .arg("--store")
         .arg(&app.store_dir)
         .args(["daemon", "run"])
         .stdin(std::process::Stdio::null())
-        .stdout(log)
+        .stdout(out)
         .stderr(err)
         // Its own process group: a Ctrl-C at this terminal is not for it.
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("cannot start the daemon", e))?;
-    let deadline = Instant::now() + START_WITHIN;
-    loop {
-        match supervisor::ask(&app.store_dir, Call::Status).await {
-            Ok(status) => {
-                if !app.json {
-                    eprintln!("tinybox: the daemon runs (pid {}); its log is {}", status.pid, log_path.display());
-                }
-                print_status(app, &status);
-                return Ok(0);
-            }
-            Err(DaemonError::NotRunning { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-        if let Ok(Some(exit)) = child.try_wait() {
-            let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let last = tail.lines().last().unwrap_or("").trim().to_owned();
-            return Err(DaemonError::Refused(format!("the daemon exited at start ({exit}): {last}")).into());
-        }
-        if Instant::now() > deadline {
-            return Err(DaemonError::Refused(format!(
-                "the daemon did not answer within {}s; its log is {}",
-                START_WITHIN.as_secs(),
-                log_path.display()
-            ))
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let status = supervisor::await_started(&app.store_dir, &mut child, &log, START_WITHIN).await?;
+    if !app.json {
+        eprintln!("tinybox: the daemon runs (pid {}); its log is {}", status.pid, log.path.display());
     }
+    print_status(app, &status);
+    Ok(0)
 }
 
 fn print_status(app: &App, s: &DaemonStatus) {
