@@ -120,11 +120,35 @@ pub enum CopyError {
     BoxFailed { box_id: BoxId, what: &'static str, code: i32, detail: String },
     /// The tar stream from the box asked for something this side never writes.
     #[error("refused the box's tar: {0}; nothing past it was written")]
-    Refused(String),
+    Tar(TarRefusal),
     #[error("{path} is a {what} in box {box_id}, not a regular file; read a file, or copy with tinybox cp")]
     NotAFile { box_id: BoxId, path: String, what: String },
     #[error("{path} in box {box_id} is {size} bytes, over the {limit}-byte bound; copy it with tinybox cp instead")]
     TooBig { box_id: BoxId, path: String, size: u64, limit: u64 },
+}
+
+/// What in a box's tar stream this side never writes: each entry is
+/// checked before anything of it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TarRefusal {
+    #[error("the box sent an empty tar")]
+    Empty,
+    #[error("{path} climbs out with ..")]
+    ClimbsOut { path: String },
+    #[error("{path} is an absolute path")]
+    Absolute { path: String },
+    #[error("{path:?} names nothing")]
+    NamesNothing { path: String },
+    #[error("{path} is outside {root} (the path that was asked for)")]
+    OutsideRoot { path: String, root: String },
+    #[error("{path} would be written through a symlink or a file")]
+    ThroughLink { path: String },
+    #[error("{path} links to nothing")]
+    LinksToNothing { path: String },
+    #[error("{path} is a hard link to {target}, which is not a file this copy wrote")]
+    HardLinkElsewhere { path: String, target: String },
+    #[error("{path} is a {kind}; only files, directories and symlinks are written here")]
+    Kind { path: String, kind: &'static str },
 }
 
 impl CopyRoute {
@@ -295,7 +319,7 @@ impl Tinybox {
             let mut archive = tar::Archive::new(r);
             let mut entries = archive.entries()?;
             let Some(entry) = entries.next() else {
-                return Err(io::Error::other(CopyError::Refused("the box sent an empty tar".into())));
+                return Err(refused(TarRefusal::Empty));
             };
             let mut entry = entry?;
             let what = entry.header().entry_type();
@@ -579,8 +603,8 @@ fn extract(r: io::PipeReader, parent: &Path, name: Option<&OsStr>) -> io::Result
     Ok(x.outcome)
 }
 
-fn refused(what: String) -> io::Error {
-    io::Error::other(CopyError::Refused(what))
+fn refused(what: TarRefusal) -> io::Error {
+    io::Error::other(CopyError::Tar(what))
 }
 
 fn times(mtime: u64) -> Timestamps {
@@ -609,24 +633,23 @@ impl Extractor {
             match c {
                 Component::Normal(n) => parts.push(n.to_owned()),
                 Component::CurDir => {}
-                Component::ParentDir => return Err(refused(format!("{} climbs out with ..", raw.display()))),
+                Component::ParentDir => return Err(refused(TarRefusal::ClimbsOut { path: raw.display().to_string() })),
                 Component::RootDir | Component::Prefix(_) => {
-                    return Err(refused(format!("{} is an absolute path", raw.display())));
+                    return Err(refused(TarRefusal::Absolute { path: raw.display().to_string() }));
                 }
             }
         }
         let Some(first) = parts.first().cloned() else {
-            return Err(refused(format!("{:?} names nothing", raw.display().to_string())));
+            return Err(refused(TarRefusal::NamesNothing { path: raw.display().to_string() }));
         };
         match &self.archive_root {
             None => self.archive_root = Some(first),
             Some(root) if *root == first => {}
             Some(root) => {
-                return Err(refused(format!(
-                    "{} is outside {} (the path that was asked for)",
-                    raw.display(),
-                    root.to_string_lossy()
-                )));
+                return Err(refused(TarRefusal::OutsideRoot {
+                    path: raw.display().to_string(),
+                    root: root.to_string_lossy().into_owned(),
+                }));
             }
         }
         if let Some(name) = &self.name {
@@ -651,7 +674,7 @@ impl Extractor {
             dir = open_child_dir(dir.as_fd(), c, true).map_err(|e| {
                 let through = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].map(|n| Some(n.raw_os_error()));
                 if through.contains(&e.raw_os_error()) {
-                    refused(format!("{} would be written through a symlink or a file", show(rel)))
+                    refused(TarRefusal::ThroughLink { path: show(rel) })
                 } else {
                     e
                 }
@@ -692,7 +715,7 @@ impl Extractor {
                 self.files.insert(rel);
             }
             tar::EntryType::Symlink => {
-                let target = entry.link_name()?.ok_or_else(|| refused(format!("{} links to nothing", show(&rel))))?;
+                let target = entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
                 self.clear(&dir, last, &rel)?;
                 // A symlink is written as it is, pointing anywhere: nothing
                 // this copy writes later is ever written through one.
@@ -701,14 +724,10 @@ impl Extractor {
                 let _ = rustix::fs::utimensat(&dir, last, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
             }
             tar::EntryType::Link => {
-                let target = entry.link_name()?.ok_or_else(|| refused(format!("{} links to nothing", show(&rel))))?;
+                let target = entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
                 let target = self.map(&target)?;
                 if !self.files.contains(&target) {
-                    return Err(refused(format!(
-                        "{} is a hard link to {}, which is not a file this copy wrote",
-                        show(&rel),
-                        show(&target)
-                    )));
+                    return Err(refused(TarRefusal::HardLinkElsewhere { path: show(&rel), target: show(&target) }));
                 }
                 let from_dir = self.parent_of(&target)?;
                 let from = rustix::fs::openat(
@@ -726,11 +745,7 @@ impl Extractor {
                 self.files.insert(rel);
             }
             other => {
-                return Err(refused(format!(
-                    "{} is a {}; only files, directories and symlinks are written here",
-                    show(&rel),
-                    kind_word(other)
-                )));
+                return Err(refused(TarRefusal::Kind { path: show(&rel), kind: kind_word(other) }));
             }
         }
         self.outcome.entries += 1;
@@ -858,7 +873,22 @@ mod tests {
             bytes.extend_from_slice(&[b'x'; 512]);
             bytes.extend_from_slice(&[0; 1024]);
             let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
-            assert!(err.to_string().contains("refused the box's tar"), "{bad}: {err}");
+            assert!(
+                matches!(
+                    refusal(&err),
+                    Some(TarRefusal::ClimbsOut { path }) | Some(TarRefusal::Absolute { path }) if path == bad
+                ),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().starts_with("refused the box's tar: "), "{err}");
+        }
+    }
+
+    /// The refusal an extraction failed with, if it was one.
+    fn refusal(err: &io::Error) -> Option<&TarRefusal> {
+        match err.get_ref()?.downcast_ref::<CopyError>()? {
+            CopyError::Tar(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -880,7 +910,7 @@ mod tests {
             file(b, "t/l/pwned", 0o644, b"x");
         });
         let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
-        assert!(err.to_string().contains("through a symlink"), "{err}");
+        assert!(matches!(refusal(&err), Some(TarRefusal::ThroughLink { path }) if path == "t/l/pwned"), "{err}");
         assert!(!outside.path().join("pwned").exists());
     }
 

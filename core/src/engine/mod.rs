@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tinybox_sdk::model::BoxId;
 use tinybox_sdk::protocol::{BoxRef, BoxState};
 
-pub use copy::{CopyError, CopyOutcome, CopyRequest, CopyRoute, DirEntry, Direction, Local};
+pub use copy::{CopyError, CopyOutcome, CopyRequest, CopyRoute, DirEntry, Direction, Local, TarRefusal};
 pub use drivers_report::{DriverListing, DriverReport};
 pub use exec::{ExecOutcome, Target};
 pub use forward::{Forward, parse_forward};
