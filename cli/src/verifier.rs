@@ -31,10 +31,7 @@ impl Verifier for Kit {
             eprintln!("tinybox: {what}");
         }
         let opts = Options { image: None, create_options: options.clone() };
-        let report = crate::progress::spin(self.json, what, async {
-            verify::verify(engine, sandbox.as_str(), &opts).await.map_err(|e| Error::NotVerifiable(e.0))
-        })
-        .await?;
+        let report = crate::progress::spin(self.json, what, verify::verify(engine, sandbox.as_str(), &opts)).await?;
         report.verdict(engine.now()).ok_or_else(|| {
             Error::NotVerifiable(format!("sandbox {sandbox}'s driver binary cannot be read, so no verdict can be kept"))
         })

@@ -92,6 +92,15 @@ pub fn unproven(v: &Verdict) -> String {
 }
 
 impl Tinybox {
+    /// Keeps `verdict` in the store, where the trust rule and `tinybox
+    /// drivers` read it; an engine without a store keeps none.
+    pub fn record_verdict(&self, verdict: &Verdict) -> Result<()> {
+        if let Some(store) = &self.store_dir {
+            verdicts::save(store, verdict).map_err(|e| Error::io("cannot record the verdict", e))?;
+        }
+        Ok(())
+    }
+
     /// Installs what earns a verdict on first use.
     pub fn set_verifier(&mut self, verifier: Arc<dyn Verifier>) {
         self.verifier = Some(verifier);
@@ -138,9 +147,7 @@ impl Tinybox {
                     });
                 };
                 let verdict = verifier.verify(self, sandbox, options).await?;
-                if let Some(store) = &self.store_dir {
-                    verdicts::save(store, &verdict).map_err(|e| Error::io("cannot record the verdict", e))?;
-                }
+                self.record_verdict(&verdict)?;
                 if verdict.passed {
                     Ok(())
                 } else {

@@ -148,6 +148,13 @@ impl Report {
 #[error("{0}")]
 pub struct NotVerifiable(pub String);
 
+/// Core's one spelling of it, so every caller of the kit reports it alike.
+impl From<NotVerifiable> for tinybox_core::Error {
+    fn from(e: NotVerifiable) -> Self {
+        tinybox_core::Error::NotVerifiable(e.0)
+    }
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

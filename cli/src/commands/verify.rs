@@ -30,10 +30,10 @@ impl VerifyCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let create_options = merge_options(self.options.iter().cloned(), self.accel.as_deref())?;
         let opts = Options { image: Some(self.image), create_options };
-        let report = verify::verify(&app.engine, &self.name, &opts).await.map_err(|e| Error::NotVerifiable(e.0))?;
+        let report = verify::verify(&app.engine, &self.name, &opts).await?;
         let passed = report.passed();
         if let Some(verdict) = report.verdict(app.engine.now())
-            && let Err(e) = tinybox_core::store::verdicts::save(&app.store_dir, &verdict)
+            && let Err(e) = app.engine.record_verdict(&verdict)
         {
             eprintln!("tinybox: the result was not recorded for `tinybox drivers`: {e}");
         }
