@@ -8,6 +8,7 @@ use comfy_table::{Table, presets};
 use serde::Serialize;
 use tinybox_core::model::resources::format_size;
 use tinybox_core::model::{BoxInfo, Instance, Lifecycle, Resources, WorkspaceSource};
+use tinybox_core::request::CreatedDocument;
 
 /// What has become of stdout: still taking output, closed by its reader,
 /// or failing otherwise.
@@ -134,12 +135,14 @@ pub fn source(s: &Option<WorkspaceSource>) -> String {
 
 /// What `create` and `fork` print: the record with --json; otherwise the
 /// summary on stderr and the bare identifier on stdout, for scripts.
-pub fn print_created(json_output: bool, info: &BoxInfo) {
+/// A new box: with `--json` core's create document (the box, and its
+/// warnings when there are any), else its id with a summary on stderr.
+pub fn print_created(json_output: bool, created: &CreatedDocument<'_>) {
     if json_output {
-        json(info);
+        json(created);
     } else {
-        eprintln!("tinybox: {}", created_summary(info));
-        outln!("{}", info.id);
+        eprintln!("tinybox: {}", created_summary(created.info));
+        outln!("{}", created.info.id);
     }
 }
 

@@ -274,6 +274,23 @@ pub struct Created {
     pub pool: Option<crate::engine::PoolOutcome>,
 }
 
+/// What `create` answers on either front end (`tinybox create --json` and
+/// the bus's `create`): the box, and what its caller must hear about it,
+/// omitted when there is nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreatedDocument<'a> {
+    #[serde(flatten)]
+    pub info: &'a BoxInfo,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub warnings: &'a [String],
+}
+
+impl Created {
+    pub fn document(&self) -> CreatedDocument<'_> {
+        CreatedDocument { info: &self.info, warnings: &self.warnings }
+    }
+}
+
 /// What a caller must hear about a new box: a box for untrusted code
 /// (made with an isolation floor) without a pids or a memory limit in
 /// force can exhaust this machine, and says so loudly rather than being
@@ -490,10 +507,7 @@ impl Tinybox {
     /// caller's fields laid over it, and says why.
     pub async fn create_requested(&self, request: &CreateRequest) -> Result<Created> {
         let Some(name) = &request.pool else {
-            let plan = self.plan_create(request).await?;
-            let info = self.create(plan.spec).await?;
-            let warnings = warnings(&info);
-            return Ok(Created { info, choice: plan.choice, warnings, pool: None });
+            return self.create_planned(self.plan_create(request).await?).await;
         };
         let outcome = match self.pool_take(name, request)? {
             Ok((info, left)) => {
@@ -515,9 +529,16 @@ impl Tinybox {
             .into());
         }
         let plan = self.plan_create(&self.pool_request(name, request)?).await?;
+        let created = self.create_planned(plan).await?;
+        Ok(Created { pool: Some(outcome), ..created })
+    }
+
+    /// Creates the box `plan` describes ([`Tinybox::create`]) and says what
+    /// its caller must hear about it ([`warnings`]).
+    pub async fn create_planned(&self, plan: CreatePlan) -> Result<Created> {
         let info = self.create(plan.spec).await?;
         let warnings = warnings(&info);
-        Ok(Created { info, choice: plan.choice, warnings, pool: Some(outcome) })
+        Ok(Created { info, choice: plan.choice, warnings, pool: None })
     }
 }
 

@@ -254,11 +254,12 @@ fn running(st: &State, handle: &str) -> CallResult<Arc<Running>> {
     })
 }
 
-/// `create`: core makes every decision (`Tinybox::create_requested`).
+/// `create`: core makes every decision (`Tinybox::create_requested`) and
+/// shapes the answer (the box, and its warnings when there are any).
 fn create(st: &State, common: &Common, request: tinybox_core::CreateRequest) -> CallResult<Value> {
     let engine = engine(st, common)?;
     let created = st.block_on(engine.create_requested(&request))?;
-    ok(&created.info)
+    ok(&created.document())
 }
 
 /// What `exec` or `exec.start` asks to run, checked by core's rules; the

@@ -1,9 +1,8 @@
 //! `tinybox create`: makes a box from the flags (core decides and creates).
 
 use clap::Args;
-use tinybox_core::Error;
 use tinybox_core::engine::PoolOutcome;
-use tinybox_core::model::BoxInfo;
+use tinybox_core::{Created, Error};
 
 use super::App;
 use crate::args::{BoxArgs, BoxEnvArgs};
@@ -19,20 +18,20 @@ pub struct CreateCmd {
 
 impl CreateCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let info = make(app, &self.box_args, &self.env.env).await?;
-        output::print_created(app.json, &info);
+        let created = make(app, &self.box_args, &self.env.env).await?;
+        output::print_created(app.json, &created.document());
         Ok(0)
     }
 }
 
 /// Makes the box the flags ask for — from a warm pool when they name one —
 /// and says on stderr what was chosen and what to watch for.
-pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result<BoxInfo, Error> {
-    let info = match &args.pool {
+pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result<Created, Error> {
+    let created = match &args.pool {
         None => {
-            let spec = super::plan(app, args, env).await?.spec;
-            let what = format!("creating a box on {}/{}", spec.workspace.host, spec.workspace.sandbox);
-            crate::progress::spin(app.json, what, app.engine.create(spec)).await?
+            let plan = super::plan(app, args, env).await?;
+            let what = format!("creating a box on {}/{}", plan.spec.workspace.host, plan.spec.workspace.sandbox);
+            crate::progress::spin(app.json, what, app.engine.create_planned(plan)).await?
         }
         Some(_) => {
             let request = args.request(env)?;
@@ -49,15 +48,15 @@ pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result
                     eprintln!("tinybox: {}", pool_note(app, outcome));
                 }
             }
-            created.info
+            created
         }
     };
     if !app.json {
-        for warning in tinybox_core::request::warnings(&info) {
+        for warning in &created.warnings {
             eprintln!("tinybox: warning: {warning}");
         }
     }
-    Ok(info)
+    Ok(created)
 }
 
 fn pool_note(app: &App, outcome: &PoolOutcome) -> String {

@@ -3,6 +3,7 @@
 use clap::Args;
 use tinybox_core::Error;
 use tinybox_core::model::BoxId;
+use tinybox_core::request::CreatedDocument;
 
 use super::App;
 use crate::output;
@@ -16,7 +17,7 @@ pub struct ForkCmd {
 impl ForkCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let info = app.engine.fork(&self.id).await?;
-        output::print_created(app.json, &info);
+        output::print_created(app.json, &CreatedDocument { info: &info, warnings: &[] });
         Ok(0)
     }
 }

@@ -22,7 +22,7 @@ impl RunCmd {
         // The command is checked before a box is made for it.
         let plan = self.command.options(self.runner).plan()?;
         // `--env` belongs to the command here; the box gets none of its own.
-        let info = super::create::make(app, &self.box_args, &[]).await?;
+        let info = super::create::make(app, &self.box_args, &[]).await?.info;
         if !app.json {
             eprintln!("tinybox: {}", crate::output::created_summary(&info));
         }
