@@ -118,9 +118,9 @@ pub struct BoxArgs {
     /// Destroy the box this long after creation (ephemeral; default 1h).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION", conflicts_with = "persistent")]
     pub ttl: Option<Duration>,
-    /// Keep the box until removed, snapshotting it on this cadence (default 60s).
-    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "60s")]
-    pub persistent: Option<Duration>,
+    // Its help is `persistent_help`: the default cadence is core's.
+    #[arg(long, value_parser = parse_duration, value_name = "INTERVAL", num_args = 0..=1, help = persistent_help())]
+    pub persistent: Option<Option<Duration>>,
     /// Network policy (default: deny, where the sandbox can enforce it).
     #[arg(long, value_enum)]
     pub network: Option<NetworkArg>,
@@ -153,6 +153,12 @@ pub struct BoxArgs {
     pub pool_only: bool,
 }
 
+/// `--persistent`'s help, naming core's default cadence.
+fn persistent_help() -> String {
+    let default = tinybox_core::model::Lifecycle::DEFAULT_AUTOSNAPSHOT.as_secs();
+    format!("Keep the box until removed, snapshotting it on this cadence (default {default}s)")
+}
+
 /// Environment every command in a box starts with.
 #[derive(Debug, Clone, Args)]
 pub struct BoxEnvArgs {
@@ -179,7 +185,8 @@ impl BoxArgs {
             git: self.git.clone(),
             ttl_secs: self.ttl.map(|d| d.as_secs()),
             persistent: self.persistent.map(|_| true),
-            autosnapshot_secs: self.persistent.map(|d| d.as_secs()),
+            // A bare --persistent leaves the cadence to core.
+            autosnapshot_secs: self.persistent.flatten().map(|d| d.as_secs()),
             network: self.network.map(NetworkChoice::from),
             cpus: self.cpus,
             memory: self.memory.map(Size::Bytes),
@@ -236,7 +243,7 @@ impl CommandArgs {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use clap::{CommandFactory, Parser};
 
     use super::*;
     use crate::{Cli, Command};
@@ -338,6 +345,18 @@ mod tests {
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
             assert!(err.to_string().contains("is not an option KEY=VALUE with a non-empty KEY"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_bare_persistent_leaves_the_cadence_to_core() {
+        use tinybox_core::model::Lifecycle;
+        let bare = create_spec(&["--persistent"]).unwrap();
+        assert_eq!(bare.lifecycle, Lifecycle::persistent(Lifecycle::DEFAULT_AUTOSNAPSHOT));
+        let given = create_spec(&["--persistent", "5m"]).unwrap();
+        assert_eq!(given.lifecycle, Lifecycle::persistent(Duration::from_secs(300)));
+        assert_eq!(create_spec(&[]).unwrap().lifecycle, Lifecycle::default());
+        let help = crate::Cli::command().find_subcommand("create").unwrap().clone().render_help().to_string();
+        assert!(help.contains(&format!("(default {}s)", Lifecycle::DEFAULT_AUTOSNAPSHOT.as_secs())), "{help}");
     }
 
     /// The plan `tinybox exec box-0 ARGS -- true` makes, by core's rules.
