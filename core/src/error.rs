@@ -412,7 +412,7 @@ mod tests {
 
     #[test]
     fn every_class_has_its_cli_word() {
-        let sandbox = SandboxName::new("passthrough").unwrap();
+        let sandbox = SandboxName::passthrough();
         let e = Error::unsupported(&sandbox, Capability::Snapshot);
         assert_eq!(e.kind(), ErrorKind::Unsupported);
         assert_eq!(e.to_string(), "sandbox passthrough does not support snapshot");

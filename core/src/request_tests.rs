@@ -146,8 +146,9 @@ fn a_workspace_is_a_project_directory_never_the_machine_or_the_store() {
     let file = tmp.path().join("file");
     std::fs::write(&file, b"").unwrap();
     assert!(matches!(workspace_dir(&file, None).unwrap_err(), RequestError::Workspace { .. }));
-    let err = workspace_dir(&tmp.path().join("missing"), None).unwrap_err();
-    assert!(err.to_string().starts_with("workspace ") && err.to_string().contains("cannot be used"), "{err}");
+    let missing = tmp.path().join("missing");
+    let err = workspace_dir(&missing, None).unwrap_err();
+    assert!(matches!(&err, RequestError::Workspace { path, .. } if *path == missing), "{err}");
 }
 
 fn engine() -> Tinybox {

@@ -256,7 +256,7 @@ fn template(name: &str, snapshot: &str) -> Template {
         name: TemplateName::new(name).unwrap(),
         snapshot: SnapshotId::new(snapshot).unwrap(),
         sandbox: SandboxName::new("docker").unwrap(),
-        host: HostName::new("local").unwrap(),
+        host: HostName::local(),
         created_at: Some(42),
         workspace_dir: None,
     }

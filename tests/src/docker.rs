@@ -145,7 +145,7 @@ impl Drop for Namespace {
 
 /// local/docker.
 pub fn placement() -> Placement {
-    Placement::new(HostName::new("local").unwrap(), SandboxName::new("docker").unwrap())
+    Placement::new(HostName::local(), SandboxName::new("docker").unwrap())
 }
 
 /// A spec for a docker box in `ns`, from the base image.

@@ -14,7 +14,7 @@ use tinybox_tests::{engine, exec_cancelled_once_started, install_test_driver, pi
 const GUARD: Duration = Duration::from_secs(30);
 
 fn relay() -> Placement {
-    Placement::new(HostName::new("local").unwrap(), SandboxName::new("relay").unwrap())
+    Placement::new(HostName::local(), SandboxName::new("relay").unwrap())
 }
 
 fn read_all(mut r: std::io::PipeReader) -> String {
@@ -165,7 +165,7 @@ async fn a_driver_that_never_ends_a_cancelled_exec_cannot_hold_the_caller() {
     let dir = tempfile::tempdir().unwrap();
     install_test_driver(dir.path(), "hangs-mid-exec");
     let tb = engine(&[dir.path().to_path_buf()], Arc::new(ManualClock::new(1000)));
-    let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new("hangs-mid-exec").unwrap());
+    let placement = Placement::new(HostName::local(), SandboxName::new("hangs-mid-exec").unwrap());
     let info = tb.create(BoxSpec::new(placement)).await.unwrap();
     let (stdio, _out, _err) = piped_stdio();
     // Cancel at once; the driver acknowledges and then never answers the exec.
@@ -212,7 +212,7 @@ async fn a_host_reaches_its_machine_through_its_inner_host() {
     install_test_driver(dir.path(), "via");
     // far -> jump -> local: far's commands run on jump, jump's on this machine.
     let tb = chained_engine(dir.path(), &[("jump", "J", None), ("far", "F", Some("jump"))]);
-    let far = Placement::new(HostName::new("far").unwrap(), SandboxName::new("passthrough").unwrap());
+    let far = Placement::new(HostName::new("far").unwrap(), SandboxName::passthrough());
     let info = tb.create(BoxSpec::new(far)).await.unwrap();
     let out = output(&tb, &info.id, &["sh", "-c", "echo $VIA"], Target::Workspace).await;
     assert_eq!(out, "F,J\n", "each host in the chain ran its part, outermost first");
@@ -229,11 +229,11 @@ async fn hosts_that_reach_each_other_in_a_loop_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     install_test_driver(dir.path(), "via");
     let tb = chained_engine(dir.path(), &[("a", "A", Some("b")), ("b", "B", Some("a"))]);
-    let a = Placement::new(HostName::new("a").unwrap(), SandboxName::new("passthrough").unwrap());
+    let a = Placement::new(HostName::new("a").unwrap(), SandboxName::passthrough());
     let err = tb.create(BoxSpec::new(a)).await.unwrap_err();
     assert!(err.to_string().contains("loop: a -> b -> a"), "{err}");
     assert!(tb.list().unwrap().is_empty());
-    let unknown = Placement::new(HostName::new("nowhere").unwrap(), SandboxName::new("passthrough").unwrap());
+    let unknown = Placement::new(HostName::new("nowhere").unwrap(), SandboxName::passthrough());
     let err = tb.create(BoxSpec::new(unknown)).await.unwrap_err();
     assert!(err.to_string().contains("no host named nowhere; the hosts known here are: a, b, local"), "{err}");
     tb.close().await;

@@ -379,7 +379,7 @@ async fn an_ssh_host_box_round_trips() {
         Err(why) => return skip("copy::an_ssh_host_box_round_trips", &why),
     };
     let tb = engine(&[("far", sshd.entry("root", None))]);
-    let spec = BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::new("passthrough").unwrap()));
+    let spec = BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::passthrough()));
     let info = tb.create(spec).await.unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let src = scratch.path().join("src");

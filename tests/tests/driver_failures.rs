@@ -56,7 +56,7 @@ impl Setup {
 
     /// A box on the local host in sandbox `mode`, starting in the temp dir.
     fn spec(&self, mode: &str) -> BoxSpec {
-        let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new(mode).unwrap());
+        let placement = Placement::new(HostName::local(), SandboxName::new(mode).unwrap());
         let mut spec = BoxSpec::new(placement);
         spec.source = Some(WorkspaceSource::LocalDir { path: self.dir.path().to_path_buf() });
         spec

@@ -49,7 +49,7 @@ impl Setup {
 
     /// A plain box in `declares-nothing`: a local directory, nothing else asked.
     fn spec(&self) -> BoxSpec {
-        let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new(SANDBOX).unwrap());
+        let placement = Placement::new(HostName::local(), SandboxName::new(SANDBOX).unwrap());
         let mut spec = BoxSpec::new(placement);
         spec.source = Some(WorkspaceSource::LocalDir { path: self.workdir() });
         spec
@@ -268,7 +268,7 @@ impl Lowering {
     }
 
     fn spec(&self) -> BoxSpec {
-        let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new(LOWERING).unwrap());
+        let placement = Placement::new(HostName::local(), SandboxName::new(LOWERING).unwrap());
         let mut spec = BoxSpec::new(placement);
         spec.source = Some(WorkspaceSource::LocalDir { path: self.dir.path().to_path_buf() });
         spec

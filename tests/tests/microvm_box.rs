@@ -391,7 +391,7 @@ async fn the_reaper_destroys_an_expired_vm_and_everything_it_ran() {
     config.state_dir = Some(state.path().join("drivers"));
     let clock = Arc::new(ManualClock::new(1_000));
     let tb = Tinybox::with_parts(Arc::new(MemoryStore::new()), None, clock.clone(), config).unwrap();
-    let placement = Placement::new(HostName::new("local").unwrap(), SandboxName::new("microvm").unwrap());
+    let placement = Placement::new(HostName::local(), SandboxName::new("microvm").unwrap());
     let mut spec = BoxSpec::new(placement);
     spec.options.insert("accel".into(), "tcg".into());
     spec.resources.cpus = Some(1.0);
@@ -755,7 +755,7 @@ async fn a_create_killed_midway_leaves_a_vm_the_driver_finds_from_the_box_id_alo
     );
     config.state_dir = Some(env.store.path().join("drivers"));
     let drivers = Drivers::new(config);
-    let link = drivers.sandbox(&SandboxName::new("microvm").unwrap(), &HostName::new("local").unwrap()).await.unwrap();
+    let link = drivers.sandbox(&SandboxName::new("microvm").unwrap(), &HostName::local()).await.unwrap();
     link.destroy(BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: serde_json::Value::Null }).await.unwrap();
     drivers.close().await;
     assert_eq!(processes_under(&dir), vec![], "QEMU of the interrupted create still runs");

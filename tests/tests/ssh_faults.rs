@@ -12,7 +12,7 @@ use tinybox_tests::docker::run;
 use tinybox_tests::sshd::{Sshd, engine, ensure_user};
 
 fn spec(host: &str, ns: &str, dir: &Path) -> BoxSpec {
-    let mut s = BoxSpec::new(Placement::new(HostName::new(host).unwrap(), SandboxName::new("passthrough").unwrap()));
+    let mut s = BoxSpec::new(Placement::new(HostName::new(host).unwrap(), SandboxName::passthrough()));
     s.namespace = ns.to_owned();
     s.source = Some(WorkspaceSource::LocalDir { path: dir.to_owned() });
     s
@@ -72,7 +72,7 @@ async fn a_host_without_tar_is_refused_by_name() {
     let tb = engine(&[("bare", sshd.entry(&user, None))]);
     // The host itself works: only tar is missing.
     let plain = tb
-        .create(BoxSpec::new(Placement::new(HostName::new("bare").unwrap(), SandboxName::new("passthrough").unwrap())))
+        .create(BoxSpec::new(Placement::new(HostName::new("bare").unwrap(), SandboxName::passthrough())))
         .await
         .unwrap();
     let out = run(&tb, &plain.id, &["id", "-un"]).await;

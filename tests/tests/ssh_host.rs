@@ -14,7 +14,7 @@ use tinybox_tests::piped_stdio;
 use tinybox_tests::sshd::{GUARD, Sshd, engine, ensure_user, keygen};
 
 fn passthrough_on(host: &str) -> BoxSpec {
-    BoxSpec::new(Placement::new(HostName::new(host).unwrap(), SandboxName::new("passthrough").unwrap()))
+    BoxSpec::new(Placement::new(HostName::new(host).unwrap(), SandboxName::passthrough()))
 }
 
 /// The strings an injection would hide in.

@@ -45,7 +45,7 @@ async fn create_on_a_remote_host_syncs_first_then_only_changes_are_sent() {
     let tb = engine(&[("far", sshd.entry(&user, None))]);
     let ws = project();
     let mut spec =
-        BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::new("passthrough").unwrap()));
+        BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::passthrough()));
     spec.namespace = format!("t{}", std::process::id());
     spec.source = Some(WorkspaceSource::LocalDir { path: ws.path().to_owned() });
     let info = tb.create(spec.clone()).await.unwrap();

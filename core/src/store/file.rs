@@ -291,8 +291,8 @@ mod tests {
             .save(crate::store::Template {
                 name: crate::model::TemplateName::new("t").unwrap(),
                 snapshot: tinybox_sdk::model::SnapshotId::new("s").unwrap(),
-                sandbox: crate::model::SandboxName::new("passthrough").unwrap(),
-                host: crate::model::HostName::new("local").unwrap(),
+                sandbox: crate::model::SandboxName::passthrough(),
+                host: crate::model::HostName::local(),
                 created_at: None,
                 workspace_dir: None,
             })

@@ -118,7 +118,7 @@ mod tests {
             name: TemplateName::new(name).unwrap(),
             snapshot: SnapshotId::new("sha-0123456789ab").unwrap(),
             sandbox: SandboxName::new("docker").unwrap(),
-            host: HostName::new("local").unwrap(),
+            host: HostName::local(),
             created_at: None,
             workspace_dir: None,
         }
