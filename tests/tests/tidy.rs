@@ -1,7 +1,8 @@
 //! Workspace rules no reviewer should have to check by hand: no driver
 //! depends on core, the module and the conformance kit build on core and
 //! the sdk only, and every Rust file opens with a `//!` line saying what it
-//! is for. Dependencies are read from `cargo metadata` (every Cargo.toml,
+//! is for, and docs/architecture.md names every crate and source file.
+//! Dependencies are read from `cargo metadata` (every Cargo.toml,
 //! as cargo itself reads them).
 
 use std::path::{Path, PathBuf};
@@ -114,4 +115,58 @@ fn every_rust_file_opens_with_a_doc_line() {
         .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
         .collect();
     assert!(missing.is_empty(), "these files do not open with a `//!` line saying what they are for: {missing:#?}");
+}
+
+/// Whether `text` holds `word` whole: not inside a longer identifier.
+fn holds_word(text: &str, word: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
+
+/// The code map names every crate by its directory and every source file
+/// (by its name inside backticks, as `peer.rs`, `peer` or a verb such as
+/// `tinybox daemon`), so a new file cannot land without a word on where
+/// it belongs. `main.rs`, `lib.rs`, `mod.rs` and test files are named by
+/// their crate or module.
+#[test]
+fn the_architecture_document_names_every_crate_and_source_file() {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read docs/architecture.md");
+    let spans: Vec<String> = doc.split('`').skip(1).step_by(2).map(str::to_lowercase).collect();
+    let mut unnamed = Vec::new();
+    let all = packages();
+    assert!(all.len() >= 10, "too few workspace packages: {}", all.len());
+    for p in &all {
+        let dir = manifest(p).parent().expect("a crate directory").to_path_buf();
+        let rel = dir.strip_prefix(root()).unwrap_or(&dir).display().to_string();
+        if !doc.contains(&format!("`{rel}/`")) {
+            unnamed.push(format!("the crate directory `{rel}/`"));
+        }
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        for f in files {
+            let stem = f.file_stem().expect("a file name").to_string_lossy().to_lowercase();
+            if ["main", "lib", "mod", "tests"].contains(&stem.as_str()) || stem.ends_with("_tests") {
+                continue;
+            }
+            if !spans.iter().any(|s| holds_word(s, &stem)) {
+                unnamed.push(f.strip_prefix(root()).unwrap_or(&f).display().to_string());
+            }
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "docs/architecture.md does not name these (add them to its code map): {unnamed:#?}"
+    );
+}
+
+#[test]
+fn a_word_is_held_only_whole() {
+    assert!(holds_word("`supervisor/control.rs`", "control"));
+    assert!(holds_word("tinybox daemon", "daemon"));
+    assert!(!holds_word("`controls`", "control"));
+    assert!(!holds_word("leaf_cache", "cache"));
 }
