@@ -140,15 +140,7 @@ pub fn call(method: &str, params: &str) -> CallResult<Value> {
         "rm" => {
             let ids = params::parse::<params::RmParams>(method, rest)?.all()?;
             let engine = engine(st, &common)?;
-            let mut removed = Vec::new();
-            let mut failed = Vec::new();
-            for id in &ids {
-                match st.block_on(engine.remove(id)) {
-                    Ok(_) => removed.push(id.to_string()),
-                    Err(e) => failed.push(json!({ "id": id.to_string(), "error": e.to_string() })),
-                }
-            }
-            Ok(json!({ "removed": removed, "failed": failed }))
+            ok(&st.block_on(engine.remove_each(&ids)))
         }
         "snapshot" => {
             let p: params::BoxParams = params::parse(method, rest)?;

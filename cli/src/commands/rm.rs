@@ -17,24 +17,17 @@ pub struct RmCmd {
 impl RmCmd {
     /// Removes each box; one failure does not stop the rest, and makes the exit status 1.
     pub async fn run(self, app: &App) -> Result<u8, Error> {
-        let mut removed = Vec::new();
-        let mut failed = Vec::new();
-        for id in &self.ids {
-            match app.engine.remove(id).await {
-                Ok(_) => removed.push(id.to_string()),
-                Err(e) => {
-                    eprintln!("tinybox: {e}");
-                    failed.push(serde_json::json!({ "id": id.to_string(), "error": e.to_string() }));
-                }
-            }
+        let done = app.engine.remove_each(&self.ids).await;
+        for f in &done.failed {
+            eprintln!("tinybox: {}", f.error);
         }
         if app.json {
-            crate::output::json(&serde_json::json!({ "removed": removed, "failed": failed }));
+            crate::output::json(&done);
         } else {
-            for id in &removed {
+            for id in &done.removed {
                 outln!("{id}");
             }
         }
-        Ok(if failed.is_empty() { 0 } else { 1 })
+        Ok(if done.failed.is_empty() { 0 } else { 1 })
     }
 }

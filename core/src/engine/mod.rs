@@ -32,7 +32,7 @@ pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
 pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolOutcome, PoolView};
 pub use prune::{KeptBy, PruneOutcome, PruneResult, SnapshotListing};
-pub use remove::ReapOutcome;
+pub use remove::{ReapOutcome, RemoveFailure, Removed};
 pub use sync::{Observer, SyncEvent};
 
 use crate::clock::{Clock, SystemClock};

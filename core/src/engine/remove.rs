@@ -18,7 +18,35 @@ pub struct ReapOutcome {
     pub error: Option<String>,
 }
 
+/// What `rm` did to the boxes it was given (`tinybox rm --json` and the
+/// bus's `rm` answer this): one failure does not stop the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Removed {
+    pub removed: Vec<BoxId>,
+    pub failed: Vec<RemoveFailure>,
+}
+
+/// One box `rm` could not remove, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemoveFailure {
+    pub id: BoxId,
+    pub error: String,
+}
+
 impl Tinybox {
+    /// Removes each of `ids` in turn ([`Tinybox::remove`]), going on past
+    /// a failure; says which went and why the others stayed.
+    pub async fn remove_each(&self, ids: &[BoxId]) -> Removed {
+        let mut done = Removed::default();
+        for id in ids {
+            match self.remove(id).await {
+                Ok(_) => done.removed.push(id.clone()),
+                Err(e) => done.failed.push(RemoveFailure { id: id.clone(), error: e.to_string() }),
+            }
+        }
+        done
+    }
+
     /// Destroys the box in its sandbox(es), then forgets it. A box its
     /// sandbox no longer has is simply forgotten.
     pub async fn remove(&self, id: &BoxId) -> Result<BoxInfo> {
@@ -137,5 +165,25 @@ mod tests {
         // It has no instances left to destroy: rm finishes it.
         tb.remove(&id).await.unwrap();
         assert!(store.list().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn remove_each_goes_on_past_a_failure_and_names_it() {
+        let store = Arc::new(MemoryStore::new());
+        let placement = Placement::new(HostName::local(), SandboxName::passthrough());
+        let mut info = BoxInfo::creating(BoxId::new("box-0").unwrap(), BoxSpec::new(placement), Some(1));
+        info.phase = Phase::Removing;
+        store.insert(info).unwrap();
+        let config = DriverConfig { search_dirs: Vec::new(), ..DriverConfig::from_env() };
+        let tb = Tinybox::with_parts(store.clone(), None, Arc::new(ManualClock::new(5)), config).unwrap();
+        let (gone, missing) = (BoxId::new("box-0").unwrap(), BoxId::new("box-9").unwrap());
+        let done = tb.remove_each(&[missing.clone(), gone.clone()]).await;
+        assert_eq!(done.removed, [gone]);
+        assert_eq!(done.failed.len(), 1);
+        assert_eq!(done.failed[0].id, missing);
+        assert_eq!(done.failed[0].error, Error::from(crate::store::StoreError::NotFound(missing)).to_string());
+        let json = serde_json::to_value(&done).unwrap();
+        assert_eq!(json["removed"], serde_json::json!(["box-0"]));
+        assert_eq!(json["failed"][0]["id"], "box-9");
     }
 }
