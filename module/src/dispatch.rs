@@ -261,9 +261,9 @@ fn launch(p: &params::ExecParams) -> CallResult<Launch> {
     let stdin = match plan.stdin {
         None => None,
         Some(StdinGiven::Text(text)) => Some(text.into_bytes()),
-        Some(StdinGiven::Base64(b64)) => Some(
-            crate::base64::decode(&b64).map_err(|e| CallError::invalid(format!("stdin_base64 is {e}")))?,
-        ),
+        Some(StdinGiven::Base64(b64)) => {
+            Some(crate::base64::decode(&b64).map_err(|e| CallError::invalid(format!("stdin_base64 is {e}")))?)
+        }
     };
     Ok(Launch { box_id: p.id.clone(), request: plan.request, target: plan.target, stdin, timeout: plan.timeout })
 }

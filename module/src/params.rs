@@ -267,7 +267,8 @@ mod tests {
         let p: ExecParams =
             parse("exec", serde_json::json!({"id": "box-0", "argv": ["a"], "max_output_bytes": 0})).unwrap();
         assert!(p.max_output().is_err());
-        let p: ResizeParams = parse("exec.resize", serde_json::json!({"exec": "exec-0", "rows": 0, "cols": 80})).unwrap();
+        let p: ResizeParams =
+            parse("exec.resize", serde_json::json!({"exec": "exec-0", "rows": 0, "cols": 80})).unwrap();
         assert_eq!(p.size().unwrap_err().code, Code::InvalidArgument);
     }
 }

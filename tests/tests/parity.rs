@@ -171,8 +171,8 @@ fn a_create_s_warnings_are_in_both_create_documents() {
     // The CLI earns the verdict on first use; the bus, which has no
     // verifier, relies on the one it recorded.
     let out = env.run(&["--json", "create", "--untrusted", "--sandbox", "namespace"]);
-    let cli_doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let cli_doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let bus_doc = bus_as(&env, &host, "create", json!({"untrusted": true, "sandbox": "namespace"}));
     let bus_doc = &bus_doc["ok"];
     let (cli_id, bus_id) = (cli_doc["id"].as_str().unwrap(), bus_doc["id"].as_str().expect("the bus made a box"));

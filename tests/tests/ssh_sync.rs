@@ -44,8 +44,7 @@ async fn create_on_a_remote_host_syncs_first_then_only_changes_are_sent() {
     let user = ensure_user("tbx-sync", "/bin/bash").unwrap();
     let tb = engine(&[("far", sshd.entry(&user, None))]);
     let ws = project();
-    let mut spec =
-        BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::passthrough()));
+    let mut spec = BoxSpec::new(Placement::new(HostName::new("far").unwrap(), SandboxName::passthrough()));
     spec.namespace = format!("t{}", std::process::id());
     spec.source = Some(WorkspaceSource::LocalDir { path: ws.path().to_owned() });
     let info = tb.create(spec.clone()).await.unwrap();

@@ -157,10 +157,7 @@ fn the_architecture_document_names_every_crate_and_source_file() {
             }
         }
     }
-    assert!(
-        unnamed.is_empty(),
-        "docs/architecture.md does not name these (add them to its code map): {unnamed:#?}"
-    );
+    assert!(unnamed.is_empty(), "docs/architecture.md does not name these (add them to its code map): {unnamed:#?}");
 }
 
 #[test]

@@ -715,7 +715,8 @@ impl Extractor {
                 self.files.insert(rel);
             }
             tar::EntryType::Symlink => {
-                let target = entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
+                let target =
+                    entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
                 self.clear(&dir, last, &rel)?;
                 // A symlink is written as it is, pointing anywhere: nothing
                 // this copy writes later is ever written through one.
@@ -724,7 +725,8 @@ impl Extractor {
                 let _ = rustix::fs::utimensat(&dir, last, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
             }
             tar::EntryType::Link => {
-                let target = entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
+                let target =
+                    entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
                 let target = self.map(&target)?;
                 if !self.files.contains(&target) {
                     return Err(refused(TarRefusal::HardLinkElsewhere { path: show(&rel), target: show(&target) }));
