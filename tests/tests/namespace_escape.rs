@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tinybox_tests::boxes::{BoxEnv, Principal, probe_value};
-use tinybox_tests::{have, skip};
+use tinybox_tests::{KillOnDrop, have, skip};
 
 const GUARD: Duration = Duration::from_secs(30);
 
@@ -45,8 +45,8 @@ fn probe(env: &BoxEnv, id: &str, args: &[&str]) -> std::process::Output {
 }
 
 /// A long-lived process on the host, owned by `who`.
-fn host_sleeper(who: &Principal) -> std::process::Child {
-    who.command(std::path::Path::new("/usr/bin/sleep"), &["1000"]).spawn().expect("spawn sleep")
+fn host_sleeper(who: &Principal) -> KillOnDrop {
+    KillOnDrop(who.command(std::path::Path::new("/usr/bin/sleep"), &["1000"]).spawn().expect("spawn sleep"))
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn host_processes_are_invisible_and_unsignalable() {
     for who in principals("namespace_escape::host_processes_are_invisible_and_unsignalable") {
         let (env, id) = probed_box(&who, &[]);
         let mut sleeper = host_sleeper(&who);
-        let host_pid = sleeper.id().to_string();
+        let host_pid = sleeper.0.id().to_string();
 
         let out = probe(&env, &id, &["pids"]);
         let pids = probe_value(&out.stdout, "pids").unwrap();
@@ -84,9 +84,7 @@ fn host_processes_are_invisible_and_unsignalable() {
             assert!(start.elapsed() < GUARD, "{}: the box's own sleep outlived kill -1", who.label());
             std::thread::yield_now();
         }
-        assert!(sleeper.try_wait().unwrap().is_none(), "{}: a host process died from kill -1 in a box", who.label());
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
+        assert!(sleeper.0.try_wait().unwrap().is_none(), "{}: a host process died from kill -1 in a box", who.label());
     }
 }
 
