@@ -602,10 +602,39 @@ fn limits_hold_for_an_unprivileged_caller_given_a_delegated_cgroup() {
     for dir in &cgroups {
         assert!(!dir.exists(), "{} outlived the box", dir.display());
     }
+    let children = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect()
+    };
     for dir in &parent.dirs {
-        let left: Vec<_> = std::fs::read_dir(dir).unwrap().flatten().filter(|e| e.path().is_dir()).collect();
-        assert!(left.is_empty(), "rm left {left:?} in {}", dir.display());
+        assert!(children(dir).is_empty(), "rm left {:?} in {}", children(dir), dir.display());
     }
+
+    // With no cgroup_parent, a caller whose own cgroup is the delegated one
+    // (root moves the create's shell there before it becomes the user)
+    // gets its box cgroups beneath it.
+    std::fs::remove_file(config.join("config.json")).unwrap();
+    let ws = env.workspace.path().to_str().unwrap().to_owned();
+    let create = env.cli(&["create", "--workspace", &ws, "--sandbox", "namespace", "--pids", "64"]);
+    let enter = r#"for d in "$@"; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 125; shift; done; shift; exec "$@""#;
+    let mut inside = std::process::Command::new("sh");
+    inside.args(["-c", enter, "sh"]).args(&parent.dirs).arg("--").arg(create.get_program()).args(create.get_args());
+    for (key, value) in create.get_envs() {
+        match value {
+            Some(v) => inside.env(key, v),
+            None => inside.env_remove(key),
+        };
+    }
+    let out = inside.stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "create inside the delegated cgroup: {}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_owned();
+    let pids_parent = parent.dirs.iter().find(|d| d.starts_with("/sys/fs/cgroup/pids")).unwrap();
+    let made = children(pids_parent);
+    assert_eq!(made.len(), 1, "one box cgroup under its own cgroup: {made:?}");
+    assert_eq!(std::fs::read_to_string(made[0].join("pids.max")).unwrap().trim(), "64");
+    let out = env.run(&["exec", &id, "--", "cat", "/sys/fs/cgroup/pids/pids.max"]);
+    assert_eq!(text(&out.stdout).trim(), "64", "the box reads its own limit: {}", text(&out.stderr));
+    assert!(env.run(&["rm", &id]).status.success());
+    assert!(!made[0].exists(), "{} outlived the box", made[0].display());
 }
 
 /// Checks box `id`, made with `--pids 64 --memory 64M`, from outside: its
