@@ -223,7 +223,7 @@ fn namespace_passes_its_claims() {
         assert_status(&v, claim, "pass");
     }
     // Root can make a cgroup per box, and the limits are claimed and
-    // probed; an unprivileged caller declares none (ADR 0015).
+    // probed; an unprivileged caller no cgroup is delegated to declares none (ADR 0015).
     let limits = if rustix::process::geteuid().is_root() { "pass" } else { "not_claimed" };
     for claim in ["limit.pids", "limit.memory", "limit.cpu"] {
         assert_status(&v, claim, limits);
