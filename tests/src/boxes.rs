@@ -58,16 +58,19 @@ impl Principal {
     }
 
     /// Hands `path` to this principal.
+    /// A symbolic link itself is handed over, never what it points to: a
+    /// tree holding a link to `/etc` must not give the test user `/etc`.
     pub fn own(&self, path: &Path) {
         if let Principal::User { uid, gid, .. } = self {
-            std::os::unix::fs::chown(path, Some(*uid), Some(*gid)).expect("chown to the test user");
+            std::os::unix::fs::lchown(path, Some(*uid), Some(*gid)).expect("chown to the test user");
         }
     }
 
-    /// Hands everything under `root` (itself included) to this principal.
+    /// Hands everything under `root` (itself included) to this principal,
+    /// never descending through a symbolic link.
     pub fn own_tree(&self, root: &Path) {
         self.own(root);
-        if root.is_dir() {
+        if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
             for entry in std::fs::read_dir(root).expect("read a directory to hand over").flatten() {
                 self.own_tree(&entry.path());
             }
