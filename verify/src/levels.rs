@@ -107,17 +107,17 @@ async fn sh(kit: &Kit<'_>, id: &BoxId, script: &str) -> Result<super::Output> {
 }
 
 /// The host's boot id: a box that shows another runs on another kernel.
-fn host_boot_id() -> String {
+pub(super) fn host_boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_owned()
 }
 
 /// The value of the first `name=` line the box printed.
-fn field<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
     stdout.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix('=')).map(str::trim)
 }
 
 /// Whether the box showed a boot id other than the host's: its own kernel.
-fn own_kernel(stdout: &str, host: &str) -> bool {
+pub(super) fn own_kernel(stdout: &str, host: &str) -> bool {
     field(stdout, "boot").is_some_and(|b| !b.is_empty() && !host.is_empty() && b != host)
 }
 

@@ -16,6 +16,7 @@ mod levels;
 mod probes;
 mod protocol;
 mod run;
+mod terminal;
 
 use std::collections::BTreeMap;
 use std::fmt;
