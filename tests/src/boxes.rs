@@ -1,6 +1,7 @@
 //! Running the CLI as a given principal — root, or an unprivileged user for
-//! rootless suites — against a store and workspace that principal owns, and
-//! compiling the C probe that escape suites run inside boxes.
+//! rootless suites — against a store and workspace that principal owns,
+//! cgroups delegated to that principal, and compiling the C probe that
+//! escape suites run inside boxes.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -57,16 +58,19 @@ impl Principal {
     }
 
     /// Hands `path` to this principal.
+    /// A symbolic link itself is handed over, never what it points to: a
+    /// tree holding a link to `/etc` must not give the test user `/etc`.
     pub fn own(&self, path: &Path) {
         if let Principal::User { uid, gid, .. } = self {
-            std::os::unix::fs::chown(path, Some(*uid), Some(*gid)).expect("chown to the test user");
+            std::os::unix::fs::lchown(path, Some(*uid), Some(*gid)).expect("chown to the test user");
         }
     }
 
-    /// Hands everything under `root` (itself included) to this principal.
+    /// Hands everything under `root` (itself included) to this principal,
+    /// never descending through a symbolic link.
     pub fn own_tree(&self, root: &Path) {
         self.own(root);
-        if root.is_dir() {
+        if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
             for entry in std::fs::read_dir(root).expect("read a directory to hand over").flatten() {
                 self.own_tree(&entry.path());
             }
@@ -91,6 +95,69 @@ impl Principal {
         c.args(args);
         c.env_remove("XDG_RUNTIME_DIR").env("PATH", "/usr/local/bin:/usr/bin:/bin").env("TINYBOX_DRIVER_PATH", "");
         c
+    }
+}
+
+/// A cgroup v1 directory per controller, `/sys/fs/cgroup/<controller>/<name>`,
+/// delegated to a user the way an administrator does: the directory and
+/// its `cgroup.procs` and `tasks` chowned to the user. Removed when dropped,
+/// with whatever was made under it and every process left in it, also when
+/// the test failed.
+pub struct DelegatedCgroup {
+    /// The cgroup path from each hierarchy's root (`/<name>`).
+    pub path: String,
+    pub dirs: Vec<PathBuf>,
+}
+
+impl DelegatedCgroup {
+    /// Makes `/sys/fs/cgroup/<c>/<name>` for each of `controllers`, handed
+    /// to `uid:gid`. Only root can; the error says why it could not.
+    pub fn make(name: &str, controllers: &[&str], uid: u32, gid: u32) -> Result<DelegatedCgroup, String> {
+        let mut made = DelegatedCgroup { path: format!("/{name}"), dirs: Vec::new() };
+        for c in controllers {
+            let hierarchy = Path::new("/sys/fs/cgroup").join(c);
+            if !hierarchy.join("cgroup.procs").is_file() || hierarchy.join("cgroup.controllers").exists() {
+                return Err(format!("no cgroup v1 {c} hierarchy at {}", hierarchy.display()));
+            }
+            let dir = hierarchy.join(name);
+            std::fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+            made.dirs.push(dir.clone());
+            for handed in [dir.clone(), dir.join("cgroup.procs"), dir.join("tasks")] {
+                std::os::unix::fs::chown(&handed, Some(uid), Some(gid))
+                    .map_err(|e| format!("cannot chown {}: {e}", handed.display()))?;
+            }
+        }
+        Ok(made)
+    }
+}
+
+/// Removes cgroup `dir` and every cgroup under it, deepest first, killing
+/// what runs there. Bounded: gives up on a directory after 10 s.
+fn remove_cgroup_tree(dir: &Path) {
+    let children: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    for child in children {
+        remove_cgroup_tree(&child);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::remove_dir(dir).is_err() && dir.exists() && std::time::Instant::now() < deadline {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace().filter_map(|p| p.parse().ok()).filter_map(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+        std::thread::yield_now();
+    }
+}
+
+impl Drop for DelegatedCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            remove_cgroup_tree(dir);
+            if dir.exists() {
+                eprintln!("warning: cannot remove the test's cgroup {}", dir.display());
+            }
+        }
     }
 }
 

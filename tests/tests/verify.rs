@@ -40,6 +40,7 @@ const LEVEL_CLAIMS: &[&str] = &[
     "isolation.kernel.no_host_devices",
     "isolation.kernel.mounts_stay_inside",
     "isolation.kernel.nothing_privileged_written",
+    "isolation.kernel.no_terminal_injection",
 ];
 
 /// What a sandbox declaring `network_deny` claims.
@@ -96,6 +97,12 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_status(&v, "isolation.process.cannot_ptrace_caller", "fail");
     assert_status(&v, "isolation.kernel.host_files_hidden", "fail");
     assert_status(&v, "network.no_host_sockets", "fail");
+    // Its box writes the caller's directory as the caller, and holds the
+    // terminal the kit handed to exec as it was: as root it types into it,
+    // as another user it still runs in the caller's session.
+    assert_status(&v, "isolation.kernel.nothing_privileged_written", "fail");
+    assert!(detail(&v, "isolation.kernel.nothing_privileged_written").contains("is setuid"), "{v}");
+    assert_status(&v, "isolation.kernel.no_terminal_injection", "fail");
     let fails = v["report"]["claims"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").count();
     // It shares the host's kernel: the hardware probe sees the same release.
     assert_status(&v, "isolation.hardware.own_kernel", "fail");
@@ -185,6 +192,8 @@ fn a_driver_without_filesystem_confinement_fails_kernel_by_the_filesystem_claims
     ] {
         assert_status(&v, claim, "fail");
     }
+    let privileged = detail(&v, "isolation.kernel.nothing_privileged_written");
+    assert!(privileged.contains("is setuid") && privileged.contains("is setgid"), "{privileged}");
     let read = detail(&v, "isolation.process.cannot_read_caller_files");
     assert!(read.contains("0600 file") && read.contains("/etc/shadow"), "{read}");
     let wrote = detail(&v, "isolation.process.cannot_write_caller_files");
@@ -223,7 +232,7 @@ fn namespace_passes_its_claims() {
         assert_status(&v, claim, "pass");
     }
     // Root can make a cgroup per box, and the limits are claimed and
-    // probed; an unprivileged caller declares none (ADR 0015).
+    // probed; an unprivileged caller no cgroup is delegated to declares none (ADR 0015).
     let limits = if rustix::process::geteuid().is_root() { "pass" } else { "not_claimed" };
     for claim in ["limit.pids", "limit.memory", "limit.cpu"] {
         assert_status(&v, claim, limits);
@@ -259,6 +268,9 @@ fn docker_passes_its_claims() {
     let ops: Vec<&str> =
         v["report"]["operations"].as_array().unwrap().iter().filter_map(|o| o["op"].as_str()).collect();
     assert!(ops.contains(&"snapshot") && ops.contains(&"fork"), "{ops:?}");
+    // Its boxes are an image's; the privilege probe binds a host directory of its own.
+    assert!(ops.contains(&"create (privilege)") && ops.contains(&"rm (privilege)"), "{ops:?}");
+    assert!(detail(&v, "isolation.kernel.nothing_privileged_written").contains("in a box of its own over"), "{v}");
     assert_operations(&v);
     assert_no_boxes(&cli);
     // The snapshot and fork probes' images went with them: none of this

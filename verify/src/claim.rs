@@ -22,6 +22,7 @@ pub enum Claim {
     KernelNoHostDevices,
     KernelMountsStayInside,
     KernelNothingPrivilegedWritten,
+    KernelNoTerminalInjection,
     HardwareOwnKernel,
     LimitCpu,
     LimitMemory,
@@ -60,7 +61,7 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 31] = [
+    pub const ALL: [Claim; 32] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
         Claim::ProcessCannotPtraceCaller,
@@ -73,6 +74,7 @@ impl Claim {
         Claim::KernelNoHostDevices,
         Claim::KernelMountsStayInside,
         Claim::KernelNothingPrivilegedWritten,
+        Claim::KernelNoTerminalInjection,
         Claim::HardwareOwnKernel,
         Claim::LimitCpu,
         Claim::LimitMemory,
@@ -109,6 +111,7 @@ impl Claim {
             Claim::KernelNoHostDevices => "isolation.kernel.no_host_devices",
             Claim::KernelMountsStayInside => "isolation.kernel.mounts_stay_inside",
             Claim::KernelNothingPrivilegedWritten => "isolation.kernel.nothing_privileged_written",
+            Claim::KernelNoTerminalInjection => "isolation.kernel.no_terminal_injection",
             Claim::HardwareOwnKernel => "isolation.hardware.own_kernel",
             Claim::LimitCpu => "limit.cpu",
             Claim::LimitMemory => "limit.memory",
@@ -151,7 +154,8 @@ impl Claim {
             | Claim::KernelHostFilesHidden
             | Claim::KernelNoHostDevices
             | Claim::KernelMountsStayInside
-            | Claim::KernelNothingPrivilegedWritten => Requirement::Isolation(Kernel),
+            | Claim::KernelNothingPrivilegedWritten
+            | Claim::KernelNoTerminalInjection => Requirement::Isolation(Kernel),
             Claim::HardwareOwnKernel => Requirement::Isolation(Hardware),
             Claim::LimitCpu => Requirement::Limit(Limit::Cpu),
             Claim::LimitMemory => Requirement::Limit(Limit::Memory),

@@ -11,9 +11,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tinybox_core::model::BoxSpec;
 use tinybox_core::{Error, Result};
-use tinybox_sdk::model::{BoxId, WorkspaceSource};
+use tinybox_sdk::model::BoxId;
 
 use super::probes::Bystander;
 use super::{Kit, Status};
@@ -30,7 +29,7 @@ pub(super) fn nonce() -> String {
 }
 
 /// `s` as one word of the box's `sh`.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -107,17 +106,17 @@ async fn sh(kit: &Kit<'_>, id: &BoxId, script: &str) -> Result<super::Output> {
 }
 
 /// The host's boot id: a box that shows another runs on another kernel.
-fn host_boot_id() -> String {
+pub(super) fn host_boot_id() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_owned()
 }
 
 /// The value of the first `name=` line the box printed.
-fn field<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn field<'a>(stdout: &'a str, name: &str) -> Option<&'a str> {
     stdout.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix('=')).map(str::trim)
 }
 
 /// Whether the box showed a boot id other than the host's: its own kernel.
-fn own_kernel(stdout: &str, host: &str) -> bool {
+pub(super) fn own_kernel(stdout: &str, host: &str) -> bool {
     field(stdout, "boot").is_some_and(|b| !b.is_empty() && !host.is_empty() && b != host)
 }
 
@@ -442,46 +441,6 @@ fn mounts_verdict(out: &super::Output, tag: &str, host_table: &str, host_ns: &st
             format!("the box mounted a tmpfs only in its own mount namespace ({ns}, the host's is {host_ns})"),
         )
     }
-}
-
-/// Kernel: what the box writes to the host carries no privilege — a file
-/// it makes setuid and setgid in its workspace is, on the host, neither.
-pub(super) async fn nothing_privileged(kit: &Kit<'_>, id: &BoxId, spec: &BoxSpec) -> Result<Verdict> {
-    let Some(WorkspaceSource::LocalDir { path: ws }) = &spec.source else {
-        return Ok((
-            Status::Pass,
-            "the box was made from an image, with no host directory bound: nothing it writes lands among the host's files".into(),
-        ));
-    };
-    let name = format!("tinybox-kit-priv-{}", nonce());
-    let script = format!("echo x > {name} && chmod 6755 {name} && echo made; echo done");
-    let out = sh(kit, id, &script).await?;
-    let host = ws.join(&name);
-    let seen = std::fs::symlink_metadata(&host).ok();
-    let _ = std::fs::remove_file(&host);
-    if !out.stdout.lines().any(|l| l.trim() == "done") {
-        return Ok((Status::Fail, format!("the probe did not finish ({}): {}", out.status, out.stderr_line())));
-    }
-    Ok(match seen {
-        Some(m) if m.mode() & 0o6000 != 0 => (
-            Status::Fail,
-            format!(
-                "a file the box made setuid/setgid is, on the host, mode {:04o} owned by uid {} gid {} ({})",
-                m.mode() & 0o7777,
-                m.uid(),
-                m.gid(),
-                host.display()
-            ),
-        ),
-        Some(m) => (
-            Status::Pass,
-            format!("the file the box made setuid/setgid is mode {:04o} on the host: no privilege", m.mode() & 0o7777),
-        ),
-        None if out.stdout.lines().any(|l| l.trim() == "made") => {
-            (Status::Pass, format!("the box's setuid file did not reach the host's workspace ({})", ws.display()))
-        }
-        None => (Status::Pass, "the box could not make a setuid file in its workspace".into()),
-    })
 }
 
 /// The host's IPv4 addresses (the kernel's local routes), loopback first.

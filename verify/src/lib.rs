@@ -13,9 +13,11 @@
 
 mod claim;
 mod levels;
+mod privilege;
 mod probes;
 mod protocol;
 mod run;
+mod terminal;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -165,6 +167,16 @@ enum Source {
     Impossible(String),
 }
 
+/// A fresh directory for a box to be made over, removed on drop.
+fn kit_workspace() -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix("tinybox-verify-").tempdir()?;
+    // A process-isolation sandbox runs as another user, who must be able
+    // to enter and write the workspace.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))?;
+    Ok(dir)
+}
+
 fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
     if caps.sources.contains(&SourceKind::OciImage) {
         let reference = opts.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
@@ -172,14 +184,10 @@ fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
         return Source::Made(Some(WorkspaceSource::OciImage { reference }), shown, None);
     }
     if caps.sources.contains(&SourceKind::LocalDir) {
-        let dir = match tempfile::Builder::new().prefix("tinybox-verify-").tempdir() {
+        let dir = match kit_workspace() {
             Ok(d) => d,
             Err(e) => return Source::Impossible(format!("cannot make a temporary workspace: {e}")),
         };
-        // A process-isolation sandbox runs as another user, who must be
-        // able to enter and write the workspace.
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777));
         let path = dir.path().to_path_buf();
         let shown = format!("directory {}", path.display());
         return Source::Made(Some(WorkspaceSource::LocalDir { path }), shown, Some(dir));

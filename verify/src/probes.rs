@@ -10,7 +10,7 @@ use tinybox_sdk::model::{BoxId, WorkspaceSource};
 use tinybox_core::Result;
 use tinybox_core::model::BoxSpec;
 
-use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, levels, run};
+use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, levels, privilege, run, terminal};
 
 type Verdict = (Status, String);
 
@@ -76,7 +76,8 @@ pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &Bo
         Claim::KernelHostFilesHidden => levels::host_files_hidden(kit, id).await,
         Claim::KernelNoHostDevices => levels::no_host_devices(kit, id).await,
         Claim::KernelMountsStayInside => levels::mounts_stay_inside(kit, id).await,
-        Claim::KernelNothingPrivilegedWritten => levels::nothing_privileged(kit, id, spec).await,
+        Claim::KernelNothingPrivilegedWritten => privilege::nothing_privileged(kit, id, spec).await,
+        Claim::KernelNoTerminalInjection => terminal::no_terminal_injection(kit, id).await,
         Claim::NetworkNoRouteToHost => levels::no_route_to_host(kit, id).await,
         Claim::NetworkNoHostSockets => levels::no_host_sockets(kit, id).await,
         Claim::KernelHostProcesses => host_processes(kit, id).await,

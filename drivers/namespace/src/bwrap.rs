@@ -30,6 +30,8 @@ pub struct Layout<'a> {
     pub share_net: bool,
     /// The box's cgroup directories on the host, shown read-only inside.
     pub cgroups: &'a [String],
+    /// They are cgroup v2 directories.
+    pub cgroup_v2: bool,
     /// The command runs on a terminal its host made for it (`RunParams::tty`).
     pub terminal: bool,
 }
@@ -64,7 +66,7 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
         push(&["--ro-bind-try", path, path]);
     }
     for dir in layout.cgroups {
-        if let Some(inside) = crate::cgroup::in_box(dir) {
+        if let Some(inside) = crate::cgroup::in_box(dir, layout.cgroup_v2) {
             push(&["--ro-bind", dir, &inside]);
         }
     }
@@ -112,7 +114,15 @@ mod tests {
 
     fn build(env: &BTreeMap<String, String>, cwd: Option<&str>) -> Vec<String> {
         args(
-            &Layout { workspace: "/home/u/proj", cwd, env, share_net: false, cgroups: &[], terminal: false },
+            &Layout {
+                workspace: "/home/u/proj",
+                cwd,
+                env,
+                share_net: false,
+                cgroups: &[],
+                cgroup_v2: false,
+                terminal: false,
+            },
             &["sh".into(), "-c".into(), "x; y".into()],
         )
     }
@@ -149,8 +159,15 @@ mod tests {
     #[test]
     fn a_terminal_run_takes_its_terminal_in_a_session_of_its_own_and_keeps_every_boundary() {
         let env = BTreeMap::new();
-        let layout =
-            Layout { workspace: "/home/u/proj", cwd: None, env: &env, share_net: false, cgroups: &[], terminal: false };
+        let layout = Layout {
+            workspace: "/home/u/proj",
+            cwd: None,
+            env: &env,
+            share_net: false,
+            cgroups: &[],
+            cgroup_v2: false,
+            terminal: false,
+        };
         let plain = args(&layout, &["sh".to_owned()]);
         let terminal = args(&Layout { terminal: true, ..layout }, &["sh".to_owned()]);
         assert!(terminal.iter().any(|x| x == "--new-session"), "the box never shares the caller's session");

@@ -1,41 +1,58 @@
 //! Resource limits: one cgroup per box, made when the box is created,
 //! entered by every command before its first instruction, removed with the
 //! box. Which limits this driver declares is decided in the handshake from
-//! this machine's cgroup mounts and whether the caller may write them; the
-//! scripts here run on the box's host and do the work (ADR 0015).
+//! this machine's cgroup mounts and whether the caller may write them (root,
+//! or a cgroup delegated to the caller: `delegated.rs`); the scripts here
+//! run on the box's host and do the work (ADR 0015).
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use tinybox_sdk::model::{Limit, Resources};
+
+use crate::delegated;
 
 /// The period cpu quotas are expressed in, microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-/// What the handshake found: the limits this driver can apply here, and why.
+/// What the handshake found: the limits this driver can apply here, why,
+/// and where box cgroups go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Support {
     pub limits: BTreeSet<Limit>,
     pub why: String,
+    /// cgroup v2: one directory per box; else a directory per controller.
+    pub unified: bool,
+    /// The directory each limit's box cgroups are made in, for a caller
+    /// given a delegated cgroup; empty for root, whose boxes go where
+    /// [`SETUP`] puts them by default.
+    pub parents: BTreeMap<Limit, PathBuf>,
 }
 
 impl Support {
     /// No limits, and why.
     pub fn none(why: &str) -> Support {
-        Support { limits: BTreeSet::new(), why: why.to_owned() }
+        Support { limits: BTreeSet::new(), why: why.to_owned(), unified: false, parents: BTreeMap::new() }
     }
 }
 
-const CONTROLLERS: [(&str, Limit); 3] = [("pids", Limit::Pids), ("memory", Limit::Memory), ("cpu", Limit::Cpu)];
+pub const CONTROLLERS: [(&str, Limit); 3] = [("pids", Limit::Pids), ("memory", Limit::Memory), ("cpu", Limit::Cpu)];
+
+/// Who runs the driver (and so the box's commands).
+#[derive(Debug, Clone)]
+pub enum Caller<'a> {
+    Root,
+    Unprivileged(delegated::Caller<'a>),
+}
 
 /// What the driver serving the host its handshake `config` names can
 /// enforce: nothing on another machine (`{"host": {"remote": true}}`),
 /// whose cgroups this process cannot see; else what [`support`] finds here.
-pub fn for_host(config: &serde_json::Value, root: &Path, is_root: bool) -> Support {
+pub fn for_host(config: &serde_json::Value, root: &Path, caller: &Caller) -> Support {
     if is_remote(config) {
         return Support::none("boxes run on another machine, whose cgroups this driver cannot see");
     }
-    support(root, is_root)
+    support(root, caller)
 }
 
 /// Whether the handshake `config` says boxes run on another machine.
@@ -43,34 +60,46 @@ pub fn is_remote(config: &serde_json::Value) -> bool {
     config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false)
 }
 
-/// Decides from the cgroup mount at `root` (normally /sys/fs/cgroup) for a
-/// caller that is root or not. Only root may make cgroups here: delegation
-/// to an unprivileged user needs a manager (systemd) this driver does not
-/// drive, so an unprivileged caller gets no limits, and is told so.
-pub fn support(root: &Path, is_root: bool) -> Support {
+/// Decides from the cgroup mount at `root` (normally /sys/fs/cgroup): root
+/// may make cgroups anywhere; any other caller only under a cgroup
+/// delegated to it, and is told what it lacks.
+pub fn support(root: &Path, caller: &Caller) -> Support {
+    let Caller::Unprivileged(user) = caller else { return root_support(root) };
+    delegated::find(&delegated::RealFiles, root, user)
+}
+
+fn root_support(root: &Path) -> Support {
     let none = Support::none;
-    if !is_root {
-        return none("no resource limits: the caller is not root and no delegated cgroup is driven");
-    }
-    let limits: BTreeSet<Limit> = match std::fs::read_to_string(root.join("cgroup.controllers")) {
+    let (unified, limits): (bool, BTreeSet<Limit>) = match std::fs::read_to_string(root.join("cgroup.controllers")) {
         // cgroup v2: the controllers the root offers.
-        Ok(listed) => CONTROLLERS
-            .iter()
-            .filter(|(name, _)| listed.split_whitespace().any(|c| c == *name))
-            .map(|(_, limit)| *limit)
-            .collect(),
+        Ok(listed) => (
+            true,
+            CONTROLLERS
+                .iter()
+                .filter(|(name, _)| listed.split_whitespace().any(|c| c == *name))
+                .map(|(_, limit)| *limit)
+                .collect(),
+        ),
         // cgroup v1 (or hybrid): a hierarchy per controller.
-        Err(_) => CONTROLLERS
-            .iter()
-            .filter(|(name, _)| root.join(name).join("cgroup.procs").is_file())
-            .map(|(_, limit)| *limit)
-            .collect(),
+        Err(_) => (
+            false,
+            CONTROLLERS
+                .iter()
+                .filter(|(name, _)| root.join(name).join("cgroup.procs").is_file())
+                .map(|(_, limit)| *limit)
+                .collect(),
+        ),
     };
     if limits.is_empty() {
         return none(&format!("no resource limits: no pids, memory or cpu cgroup controller under {}", root.display()));
     }
     let names: Vec<&str> = limits.iter().map(|l| l.as_str()).collect();
-    Support { limits, why: format!("limits {} in a cgroup per box", names.join(", ")) }
+    Support {
+        limits,
+        why: format!("limits {} in a cgroup per box", names.join(", ")),
+        unified,
+        parents: BTreeMap::new(),
+    }
 }
 
 /// The name of a box's cgroup: deterministic, from the store (hashed: box
@@ -83,35 +112,49 @@ pub fn name(store: &str, namespace: &str, box_id: &str) -> String {
 }
 
 /// The arguments of [`SETUP`] after the name: pids, memory bytes, cpu
-/// quota per period; empty for a limit not in force.
-pub fn setup_args(r: &Resources) -> [String; 3] {
+/// quota per period, each empty for a limit not in force; then the
+/// directory each of those limits' cgroup goes in, empty for the default.
+pub fn setup_args(r: &Resources, parents: &BTreeMap<Limit, PathBuf>) -> [String; 6] {
     let quota = r.cpus.map(|c| ((c * CPU_PERIOD_US as f64).round() as u64).max(1000));
+    let parent = |limit: Limit| parents.get(&limit).map(|d| d.display().to_string()).unwrap_or_default();
     [
         r.pids.map(|p| p.to_string()).unwrap_or_default(),
         r.memory_bytes.map(|m| m.to_string()).unwrap_or_default(),
         quota.map(|q| q.to_string()).unwrap_or_default(),
+        r.pids.map(|_| parent(Limit::Pids)).unwrap_or_default(),
+        r.memory_bytes.map(|_| parent(Limit::Memory)).unwrap_or_default(),
+        r.cpus.map(|_| parent(Limit::Cpu)).unwrap_or_default(),
     ]
 }
 
 /// Makes the box's cgroup(s) and sets their limits; prints one directory
-/// per line. With cgroup v2 one directory under /sys/fs/cgroup/tinybox
-/// (only the root cgroup may hold processes and hand out controllers at
-/// once); with v1 one per controller, under the caller's own cgroup in
-/// that hierarchy, so an outer limit on the caller still holds.
-/// `$1` name, `$2` pids, `$3` memory bytes, `$4` cpu quota (µs per 100 ms).
+/// per line. Under the parents given (a delegated cgroup: `delegated.rs`
+/// checked they are the caller's); else, for root, with cgroup v2 one
+/// directory under /sys/fs/cgroup/tinybox (only the root cgroup may hold
+/// processes and hand out controllers at once), with v1 one per
+/// controller under the caller's own cgroup in that hierarchy, so an outer
+/// limit on the caller still holds.
+/// `$1` name, `$2` pids, `$3` memory bytes, `$4` cpu quota (µs per 100 ms),
+/// `$5` `$6` `$7` the pids, memory and cpu parents (v2: one directory).
 pub const SETUP: &str = r#"
 set -u
-name=$1 pids=$2 mem=$3 cpu=$4
+name=$1 pids=$2 mem=$3 cpu=$4 pids_in=$5 mem_in=$6 cpu_in=$7
 fail() { echo "tinybox: $*" >&2; exit 1; }
 put() { printf '%s\n' "$2" > "$1" || fail "cannot write $2 to $1"; }
+enable() { grep -qw -- "$2" "$1/cgroup.subtree_control" || put "$1/cgroup.subtree_control" "+$2"; }
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-    base=/sys/fs/cgroup/tinybox
-    mkdir -p "$base" || fail "cannot make $base"
+    base=${pids_in:-${mem_in:-$cpu_in}}
+    if [ -z "$base" ]; then
+        base=/sys/fs/cgroup/tinybox
+        mkdir -p "$base" || fail "cannot make $base"
+        for c in pids memory cpu; do
+            case $c in pids) v=$pids ;; memory) v=$mem ;; cpu) v=$cpu ;; esac
+            [ -z "$v" ] || enable /sys/fs/cgroup "$c"
+        done
+    fi
     for c in pids memory cpu; do
         case $c in pids) v=$pids ;; memory) v=$mem ;; cpu) v=$cpu ;; esac
-        [ -n "$v" ] || continue
-        put /sys/fs/cgroup/cgroup.subtree_control "+$c"
-        put "$base/cgroup.subtree_control" "+$c"
+        [ -z "$v" ] || enable "$base" "$c"
     done
     d=$base/$name
     mkdir -p "$d" || fail "cannot make $d"
@@ -125,12 +168,14 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     exit 0
 fi
 for c in pids memory cpu; do
-    case $c in pids) v=$pids ;; memory) v=$mem ;; cpu) v=$cpu ;; esac
+    case $c in pids) v=$pids under=$pids_in ;; memory) v=$mem under=$mem_in ;; cpu) v=$cpu under=$cpu_in ;; esac
     [ -n "$v" ] || continue
-    [ -f "/sys/fs/cgroup/$c/cgroup.procs" ] || fail "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c"
-    own=$(awk -F: -v c="$c" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) { sub(/^[^:]*:[^:]*:/, ""); print; exit } }' /proc/self/cgroup)
-    own=${own%/}
-    d=/sys/fs/cgroup/$c$own/$name
+    if [ -z "$under" ]; then
+        [ -f "/sys/fs/cgroup/$c/cgroup.procs" ] || fail "no cgroup v1 $c hierarchy at /sys/fs/cgroup/$c"
+        own=$(awk -F: -v c="$c" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == c) { sub(/^[^:]*:[^:]*:/, ""); print; exit } }' /proc/self/cgroup)
+        under=/sys/fs/cgroup/$c${own%/}
+    fi
+    d=$under/$name
     mkdir -p "$d" || fail "cannot make $d"
     case $c in
         pids) put "$d/pids.max" "$v" ;;
@@ -157,9 +202,14 @@ exec "$@"
 /// Prints the directory of every cgroup named `$1` (what [`SETUP`] made
 /// for a box), found by name alone: a create whose answer was lost left no
 /// list of them. The name holds the store's hash, so nothing else matches.
+/// The arguments after it are the delegated parents (v2 has no hierarchy
+/// per controller to search; v1's search finds them too).
 pub const LOCATE: &str = r#"
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-    [ ! -d "/sys/fs/cgroup/tinybox/$1" ] || printf '%s\n' "/sys/fs/cgroup/tinybox/$1"
+    name=$1; shift
+    for base in /sys/fs/cgroup/tinybox "$@"; do
+        [ ! -d "$base/$name" ] || printf '%s\n' "$base/$name"
+    done | sort -u
     exit 0
 fi
 for c in pids memory cpu; do
@@ -188,11 +238,11 @@ exit $status
 "#;
 
 /// Where the box sees its own cgroup directory `host_dir`, read-only: at
-/// /sys/fs/cgroup (v2) or /sys/fs/cgroup/<controller> (v1), as a container
-/// does, so a program can read the limits it runs under.
-pub fn in_box(host_dir: &str) -> Option<String> {
+/// /sys/fs/cgroup (v2, `unified`) or /sys/fs/cgroup/<controller> (v1), as
+/// a container does, so a program can read the limits it runs under.
+pub fn in_box(host_dir: &str, unified: bool) -> Option<String> {
     let rest = host_dir.strip_prefix("/sys/fs/cgroup/")?;
-    if rest.starts_with("tinybox/") {
+    if unified {
         return Some("/sys/fs/cgroup".into());
     }
     let controller = rest.split('/').next()?;
@@ -201,17 +251,18 @@ pub fn in_box(host_dir: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_driver_serving_another_machine_declares_no_limits() {
         let remote = serde_json::json!({"host": {"remote": true}});
-        let here = for_host(&remote, Path::new("/sys/fs/cgroup"), true);
+        let here = for_host(&remote, Path::new("/sys/fs/cgroup"), &Caller::Root);
         assert!(here.limits.is_empty());
         assert!(here.why.contains("another machine"), "{}", here.why);
-        let local = for_host(&serde_json::Value::Null, Path::new("/nonexistent-cgroup-root"), true);
-        assert_eq!(local.limits, support(Path::new("/nonexistent-cgroup-root"), true).limits, "this machine: as found");
+        let gone = Path::new("/nonexistent-cgroup-root");
+        let local = for_host(&serde_json::Value::Null, gone, &Caller::Root);
+        assert_eq!(local.limits, support(gone, &Caller::Root).limits, "this machine: as found");
     }
-    use super::*;
 
     fn files(entries: &[(&str, &str)]) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
@@ -226,25 +277,30 @@ mod tests {
     #[test]
     fn root_gets_the_v1_hierarchies_that_exist() {
         let d = files(&[("pids/cgroup.procs", ""), ("memory/cgroup.procs", ""), ("blkio/cgroup.procs", "")]);
-        let s = support(d.path(), true);
+        let s = support(d.path(), &Caller::Root);
         assert_eq!(s.limits, [Limit::Pids, Limit::Memory].into());
         assert_eq!(s.why, "limits memory, pids in a cgroup per box");
+        assert!(!s.unified && s.parents.is_empty(), "root's boxes go where SETUP puts them: {s:?}");
     }
 
     #[test]
     fn root_gets_the_v2_controllers_the_root_offers() {
         let d = files(&[("cgroup.controllers", "cpuset cpu io memory hugetlb pids\n"), ("cpu/cgroup.procs", "")]);
-        assert_eq!(support(d.path(), true).limits, [Limit::Cpu, Limit::Memory, Limit::Pids].into());
+        let s = support(d.path(), &Caller::Root);
+        assert_eq!(s.limits, [Limit::Cpu, Limit::Memory, Limit::Pids].into());
+        assert!(s.unified);
         let d = files(&[("cgroup.controllers", "hugetlb\n")]);
-        let s = support(d.path(), true);
+        let s = support(d.path(), &Caller::Root);
         assert!(s.limits.is_empty());
         assert!(s.why.starts_with("no resource limits: no pids, memory or cpu"), "{}", s.why);
     }
 
     #[test]
-    fn an_unprivileged_caller_declares_none_whatever_is_mounted() {
+    fn an_unprivileged_caller_with_no_delegated_cgroup_declares_none_whatever_is_mounted() {
         let d = files(&[("pids/cgroup.procs", ""), ("memory/cgroup.procs", ""), ("cpu/cgroup.procs", "")]);
-        let s = support(d.path(), false);
+        let user =
+            delegated::Caller { uid: u32::MAX - 1, proc_cgroup: "3:pids:/\n2:memory:/\n1:cpu:/\n", parent: None };
+        let s = support(d.path(), &Caller::Unprivileged(user));
         assert!(s.limits.is_empty());
         assert!(s.why.contains("not root"), "{}", s.why);
     }
@@ -252,10 +308,15 @@ mod tests {
     #[test]
     fn setup_args_are_numbers_or_empty_and_the_quota_is_per_100ms() {
         let r = Resources { cpus: Some(1.5), memory_bytes: Some(64 << 20), pids: Some(64), disk_bytes: None };
-        assert_eq!(setup_args(&r), ["64".to_owned(), (64u64 << 20).to_string(), "150000".to_owned()]);
-        assert_eq!(setup_args(&Resources::default()), [String::new(), String::new(), String::new()]);
+        let e = String::new;
+        let none = BTreeMap::new();
+        assert_eq!(
+            setup_args(&r, &none),
+            ["64".to_owned(), (64u64 << 20).to_string(), "150000".to_owned(), e(), e(), e()]
+        );
+        assert_eq!(setup_args(&Resources::default(), &none), [e(), e(), e(), e(), e(), e()]);
         let tiny = Resources { cpus: Some(0.001), ..Default::default() };
-        assert_eq!(setup_args(&tiny)[2], "1000", "the kernel's smallest quota");
+        assert_eq!(setup_args(&tiny, &none)[2], "1000", "the kernel's smallest quota");
         let n = name("/s1", "default", "b-1");
         assert!(n.starts_with("tinybox.") && n.ends_with(".default.b-1"), "{n}");
         assert_eq!(n, name("/s1", "default", "b-1"));
@@ -263,11 +324,25 @@ mod tests {
     }
 
     #[test]
+    fn setup_args_name_the_delegated_parent_of_each_limit_in_force() {
+        let parents: BTreeMap<Limit, PathBuf> = [
+            (Limit::Pids, PathBuf::from("/sys/fs/cgroup/pids/u")),
+            (Limit::Memory, PathBuf::from("/sys/fs/cgroup/memory/u")),
+        ]
+        .into();
+        let r = Resources { pids: Some(64), ..Default::default() };
+        let args = setup_args(&r, &parents);
+        assert_eq!(args[3..], ["/sys/fs/cgroup/pids/u".to_owned(), String::new(), String::new()], "only pids is set");
+    }
+
+    #[test]
     fn the_box_sees_its_cgroup_where_a_container_would() {
-        assert_eq!(in_box("/sys/fs/cgroup/tinybox/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup"));
-        assert_eq!(in_box("/sys/fs/cgroup/pids/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup/pids"));
-        assert_eq!(in_box("/sys/fs/cgroup/memory/x/y/tinybox.a.b").as_deref(), Some("/sys/fs/cgroup/memory"));
-        assert_eq!(in_box("/elsewhere/pids/x"), None);
-        assert_eq!(in_box("/sys/fs/cgroup/blkio/x"), None);
+        assert_eq!(in_box("/sys/fs/cgroup/tinybox/tinybox.a.b", true).as_deref(), Some("/sys/fs/cgroup"));
+        assert_eq!(in_box("/sys/fs/cgroup/user.slice/u/tinybox.a.b", true).as_deref(), Some("/sys/fs/cgroup"));
+        assert_eq!(in_box("/sys/fs/cgroup/pids/tinybox.a.b", false).as_deref(), Some("/sys/fs/cgroup/pids"));
+        assert_eq!(in_box("/sys/fs/cgroup/memory/x/y/tinybox.a.b", false).as_deref(), Some("/sys/fs/cgroup/memory"));
+        assert_eq!(in_box("/elsewhere/pids/x", false), None);
+        assert_eq!(in_box("/elsewhere/x", true), None);
+        assert_eq!(in_box("/sys/fs/cgroup/blkio/x", false), None);
     }
 }

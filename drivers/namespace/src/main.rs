@@ -15,10 +15,12 @@
 //! seccomp program refuses setuid and setgid bits, no nested user namespace
 //! can grant file capabilities, and a root caller's box runs as its
 //! workspace's owner. Resource limits are a cgroup per box, declared only
-//! where the caller can make one (root; see `cgroup::support`).
+//! where the caller can make one: root, or a caller given a delegated
+//! cgroup (see `cgroup::support` and `delegated.rs`).
 
 mod bwrap;
 mod cgroup;
+mod delegated;
 mod health;
 mod sandbox;
 mod seccomp;
@@ -41,10 +43,28 @@ struct Namespace {
 
 impl Namespace {
     fn support(&self) -> cgroup::Support {
-        self.limits.get().cloned().unwrap_or_else(|| cgroup::Support {
-            limits: Default::default(),
-            why: "no resource limits (asked before the handshake)".into(),
-        })
+        self.limits
+            .get()
+            .cloned()
+            .unwrap_or_else(|| cgroup::Support::none("no resource limits (asked before the handshake)"))
+    }
+
+    /// Where this store's boxes keep what the driver makes for them: boxes
+    /// given no workspace get one under the store's state directory on this
+    /// machine, or under `.tinybox/namespace` in the login directory of
+    /// another (core says which in the handshake), as core's own synced
+    /// workspaces are; box cgroups go where the handshake found room.
+    fn site(&self, host: &HostHandle) -> sandbox::Site {
+        let store = host.state_dir().map(|d| d.display().to_string()).unwrap_or_default();
+        let remote = host.config().pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false);
+        let workspaces = if remote {
+            Some(".tinybox/namespace".to_owned())
+        } else {
+            host.state_dir().map(|d| d.join("workspaces").display().to_string())
+        };
+        let support = self.support();
+        let cgroups = sandbox::Cgroups { unified: support.unified, parents: support.parents };
+        sandbox::Site { store, workspaces, cgroups }
     }
 }
 
@@ -68,8 +88,7 @@ impl SandboxDriver for Namespace {
         // Boxes on another machine (core says so in the handshake) get no
         // limits: whether that machine's cgroups are writable, and by whom,
         // is not something this process can see.
-        let is_root = rustix::process::geteuid().is_root();
-        let _ = self.limits.set(cgroup::for_host(host.config(), Path::new("/sys/fs/cgroup"), is_root));
+        let _ = self.limits.set(limits_here(host));
         let _ = self.remote.set(cgroup::is_remote(host.config()));
     }
 
@@ -92,7 +111,7 @@ impl SandboxDriver for Namespace {
     }
 
     async fn create(&self, host: &HostHandle, p: CreateParams) -> Result<CreateResult, DriverError> {
-        sandbox::create(host, &site(host), p).await
+        sandbox::create(host, &self.site(host), p).await
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
@@ -100,7 +119,7 @@ impl SandboxDriver for Namespace {
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
-        sandbox::destroy(host, &site(host), target).await
+        sandbox::destroy(host, &self.site(host), target).await
     }
 
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
@@ -108,20 +127,26 @@ impl SandboxDriver for Namespace {
     }
 }
 
-/// Where this store's boxes keep what the driver makes for them: boxes
-/// given no workspace get one under the store's state directory on this
-/// machine, or under `.tinybox/namespace` in the login directory of
-/// another (core says which in the handshake), as core's own synced
-/// workspaces are.
-fn site(host: &HostHandle) -> sandbox::Site {
-    let store = host.state_dir().map(|d| d.display().to_string()).unwrap_or_default();
-    let remote = host.config().pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false);
-    let workspaces = if remote {
-        Some(".tinybox/namespace".to_owned())
-    } else {
-        host.state_dir().map(|d| d.join("workspaces").display().to_string())
+/// The limits this caller can apply on this machine: root's, or those of
+/// a cgroup delegated to it (its own, or `cgroup_parent` in config.json
+/// in the driver's state directory).
+fn limits_here(host: &HostHandle) -> cgroup::Support {
+    let root = Path::new("/sys/fs/cgroup");
+    // Another machine's limits are decided before any local setting is read.
+    if rustix::process::geteuid().is_root() || cgroup::is_remote(host.config()) {
+        return cgroup::for_host(host.config(), root, &cgroup::Caller::Root);
+    }
+    let parent = match delegated::parent_setting(host.state_dir()) {
+        Ok(parent) => parent,
+        Err(why) => return cgroup::Support::none(&format!("no resource limits: {why}")),
     };
-    sandbox::Site { store, workspaces }
+    let proc_cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let user = delegated::Caller {
+        uid: rustix::process::geteuid().as_raw(),
+        proc_cgroup: &proc_cgroup,
+        parent: parent.as_deref(),
+    };
+    cgroup::for_host(host.config(), root, &cgroup::Caller::Unprivileged(user))
 }
 
 /// Quotes a word for a POSIX shell (benchmark output only).
@@ -165,6 +190,7 @@ fn main() {
                 env: &env,
                 share_net: false,
                 cgroups: &[],
+                cgroup_v2: false,
                 terminal: false,
             };
             let words = bwrap::args(&layout, &[]);

@@ -5,10 +5,11 @@
 //! the `SandboxDriver` in main.rs only hands each call its host.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
-use tinybox_sdk::model::{ExitStatus, NetworkPolicy, WorkspaceSource};
+use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
 };
@@ -42,6 +43,8 @@ struct Handle {
     arch: Option<seccomp::Arch>,
     /// The box's cgroup directories on the host; empty when no limit is in force.
     cgroups: Vec<String>,
+    /// Those directories are cgroup v2's (one for every controller).
+    cgroup_v2: bool,
 }
 
 impl Handle {
@@ -53,6 +56,7 @@ impl Handle {
             "runas": self.runas.map(|(u, g)| format!("{u}:{g}")),
             "arch": self.arch.map(seccomp::Arch::name),
             "cgroups": self.cgroups,
+            "cgroup_v2": self.cgroup_v2,
         })
     }
 
@@ -68,11 +72,16 @@ impl Handle {
                     .ok_or_else(|| DriverError::invalid(format!("the box record's runas {text:?} is not uid:gid")))?,
             ),
         };
-        let cgroups = v
+        let cgroups: Vec<String> = v
             .get("cgroups")
             .and_then(|c| c.as_array())
             .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
+        // A record from before the key: v2 boxes were all under /sys/fs/cgroup/tinybox.
+        let cgroup_v2 = v
+            .get("cgroup_v2")
+            .and_then(|u| u.as_bool())
+            .unwrap_or_else(|| cgroups.iter().any(|d| d.starts_with("/sys/fs/cgroup/tinybox/")));
         Ok(Handle {
             workspace: workspace.to_owned(),
             owned: v.get("owned").and_then(|o| o.as_bool()).unwrap_or(false),
@@ -80,6 +89,7 @@ impl Handle {
             runas,
             arch: v.get("arch").and_then(|a| a.as_str()).and_then(seccomp::Arch::from_uname),
             cgroups,
+            cgroup_v2,
         })
     }
 }
@@ -136,7 +146,7 @@ printf '%s\n%s\n%s' "$runas" "$(uname -m)" "$ws"
 /// that each thing can be found again from a box's namespace and
 /// identifier alone: a create whose answer was lost left no handle, and
 /// `rm` of its record must still remove what it made.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Site {
     /// Tells this store's boxes from another's: box ids are only unique
     /// within one store, and a cgroup is the whole host's.
@@ -147,6 +157,17 @@ pub struct Site {
     /// directory was offered) falls back to `mktemp`, which only the
     /// create's answer can name.
     pub workspaces: Option<String>,
+    /// Where box cgroups go: what the handshake found (`cgroup::Support`).
+    pub cgroups: Cgroups,
+}
+
+/// Where this caller's box cgroups go on this machine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cgroups {
+    /// cgroup v2: one directory per box.
+    pub unified: bool,
+    /// Each limit's delegated parent; empty for root (`cgroup::SETUP`'s defaults).
+    pub parents: BTreeMap<Limit, PathBuf>,
 }
 
 impl Site {
@@ -261,17 +282,25 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
             "the namespace sandbox filters system calls on x86_64 and aarch64 hosts; this host is {machine}"
         )));
     };
-    let mut handle = Handle { workspace, owned, egress, runas, arch: Some(arch), cgroups: Vec::new() };
+    let mut handle = Handle {
+        workspace,
+        owned,
+        egress,
+        runas,
+        arch: Some(arch),
+        cgroups: Vec::new(),
+        cgroup_v2: site.cgroups.unified,
+    };
     if !p.resources.set().is_empty() {
         let mut argv = vec!["sh".into(), "-c".into(), cgroup::SETUP.into(), "tinybox-cgroup".into()];
         argv.push(cgroup::name(&site.store, &p.namespace, p.box_id.as_str()));
-        argv.extend(cgroup::setup_args(&p.resources));
+        argv.extend(cgroup::setup_args(&p.resources, &site.cgroups.parents));
         let out = capture(host, argv, host_env(), b"").await?;
         let dirs: Vec<String> = out.stdout_text().lines().map(str::to_owned).collect();
         if !out.success() || dirs.is_empty() {
             discard(host, &handle.workspace, owned, &dirs).await;
             return Err(DriverError::unavailable(format!(
-                "cannot apply the box's limits on the host ({}): {}; run as root where the cgroup hierarchy is writable",
+                "cannot apply the box's limits on the host ({}): {}; run as root, or give the caller a delegated cgroup (cgroup_parent in the driver's config.json)",
                 out.status,
                 out.stderr_text()
             )));
@@ -359,6 +388,7 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
         env: &env,
         share_net: handle.egress,
         cgroups: &handle.cgroups,
+        cgroup_v2: handle.cgroup_v2,
         terminal: p.request.tty.is_some(),
     };
     let argv = command(&handle, arch, bwrap::args(&layout, &p.request.argv));
@@ -404,7 +434,10 @@ pub async fn destroy(host: &dyn Host, site: &Site, target: BoxRef) -> Result<(),
 async fn destroy_interrupted(host: &dyn Host, site: &Site, namespace: &str, box_id: &str) -> Result<(), DriverError> {
     validate_name("namespace", namespace).map_err(|e| DriverError::invalid(e.to_string()))?;
     let name = cgroup::name(&site.store, namespace, box_id);
-    let argv = vec!["sh".into(), "-c".into(), cgroup::LOCATE.into(), "tinybox-cgroup-find".into(), name];
+    let mut argv = vec!["sh".into(), "-c".into(), cgroup::LOCATE.into(), "tinybox-cgroup-find".into(), name];
+    let parents: std::collections::BTreeSet<String> =
+        site.cgroups.parents.values().map(|d| d.display().to_string()).collect();
+    argv.extend(parents);
     let found = capture(host, argv, host_env(), b"").await?;
     let cgroups: Vec<String> = found.stdout_text().lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
     remove_cgroups(host, &cgroups).await?;

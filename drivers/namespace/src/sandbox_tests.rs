@@ -32,7 +32,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
 
 /// A driver offered no state directory: a box given no workspace gets a `mktemp` one.
 fn site() -> Site {
-    Site { store: "/store".into(), workspaces: None }
+    Site { store: "/store".into(), workspaces: None, cgroups: Default::default() }
 }
 
 fn local(path: &str) -> Option<WorkspaceSource> {
@@ -42,7 +42,7 @@ fn local(path: &str) -> Option<WorkspaceSource> {
 fn handle(workspace: &str, owned: bool, egress: bool) -> serde_json::Value {
     serde_json::json!({
         "workspace": workspace, "owned": owned, "egress": egress,
-        "runas": null, "arch": "x86_64", "cgroups": [],
+        "runas": null, "arch": "x86_64", "cgroups": [], "cgroup_v2": false,
     })
 }
 
@@ -383,7 +383,7 @@ async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destro
     let setup = &host.calls()[1].params.argv;
     assert_eq!(setup[..3], words(&["sh", "-c", crate::cgroup::SETUP]));
     let name = crate::cgroup::name("/store", "ns1", "box-0");
-    assert_eq!(setup[3..], words(&["tinybox-cgroup", &name, "64", "67108864", "50000"]));
+    assert_eq!(setup[3..], words(&["tinybox-cgroup", &name, "64", "67108864", "50000", "", "", ""]));
     let cgroups: Vec<String> = dirs.lines().map(str::to_owned).collect();
     assert_eq!(made.handle["cgroups"], serde_json::json!(cgroups));
 
@@ -395,7 +395,7 @@ async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destro
     assert_eq!(argv[..head.len()], head[..], "the cgroup is entered before anything else runs");
     assert_eq!(argv[head.len()..head.len() + 6], seccomp_feeder()[..]);
     for dir in &cgroups {
-        let inside = crate::cgroup::in_box(dir).unwrap();
+        let inside = crate::cgroup::in_box(dir, false).unwrap();
         assert!(
             argv.windows(3).any(|w| w == [words(&["--ro-bind"]), vec![dir.clone()], vec![inside.clone()]].concat())
         );
@@ -439,7 +439,11 @@ async fn a_box_from_before_the_filter_or_on_another_machine_is_refused() {
 
 /// A driver offered the store's state directory.
 fn site_with_state() -> Site {
-    Site { store: "/store/drivers/namespace".into(), workspaces: Some("/store/drivers/namespace/workspaces".into()) }
+    Site {
+        store: "/store/drivers/namespace".into(),
+        workspaces: Some("/store/drivers/namespace/workspaces".into()),
+        cgroups: Default::default(),
+    }
 }
 
 const OWN: &str = "/store/drivers/namespace/workspaces/ns1-box-0";
@@ -492,4 +496,46 @@ async fn destroy_of_an_interrupted_create_finds_its_workspace_and_cgroups_by_nam
     let host = FakeHost::new().on(|a| a[3] == "tinybox-rm", Reply::fail(2, "rm: busy\n")).otherwise(Reply::ok(""));
     let err = destroy(&host, &site_with_state(), interrupted).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Failed, "{err}");
+}
+
+/// A caller given a delegated cgroup: its parents reach SETUP, the handle
+/// says which cgroup version, and an interrupted create is looked for there.
+#[tokio::test]
+async fn a_delegated_parent_is_where_setup_makes_the_box_cgroup_and_where_rm_looks() {
+    let parent = "/sys/fs/cgroup/u";
+    let delegated = Site {
+        cgroups: Cgroups { unified: true, parents: [(Limit::Pids, PathBuf::from(parent))].into() },
+        ..site_with_state()
+    };
+    let dir = format!("{parent}/tinybox.x.ns1.box-0");
+    let host = FakeHost::new()
+        .on(|a| a[3] == "tinybox-cgroup", Reply::ok(format!("{dir}\n")))
+        .otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
+    let mut p = create_params(local(WS), None);
+    p.resources.pids = Some(64);
+    let made = create(&host, &delegated, p).await.unwrap();
+    let setup = &host.calls()[1].params.argv;
+    assert_eq!(setup[5..], words(&["64", "", "", parent, "", ""]));
+    assert_eq!(made.handle["cgroup_v2"], true);
+
+    let host = FakeHost::new();
+    exec(&host, exec_params(made.handle.clone(), None)).await.unwrap();
+    let argv = host.argvs().remove(0);
+    assert!(argv.windows(3).any(|w| w == words(&["--ro-bind", &dir, "/sys/fs/cgroup"])), "v2: seen at the root");
+
+    let host = FakeHost::new().otherwise(Reply::ok(""));
+    let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
+    let _ = destroy(&host, &delegated, interrupted).await;
+    let name = crate::cgroup::name("/store/drivers/namespace", "ns1", "box-0");
+    assert_eq!(host.argvs()[0], words(&["sh", "-c", crate::cgroup::LOCATE, "tinybox-cgroup-find", &name, parent]));
+}
+
+#[test]
+fn a_record_from_before_the_cgroup_version_key_is_read_by_where_its_cgroups_are() {
+    let mut v2 = handle(WS, false, false);
+    v2.as_object_mut().unwrap().remove("cgroup_v2");
+    v2["cgroups"] = serde_json::json!(["/sys/fs/cgroup/tinybox/tinybox.x.ns1.box-0"]);
+    assert!(Handle::parse(&v2).unwrap().cgroup_v2);
+    v2["cgroups"] = serde_json::json!(["/sys/fs/cgroup/pids/tinybox.x.ns1.box-0"]);
+    assert!(!Handle::parse(&v2).unwrap().cgroup_v2);
 }
