@@ -176,8 +176,12 @@ fn a_create_s_warnings_are_in_both_create_documents() {
     let bus_doc = bus_as(&env, &host, "create", json!({"untrusted": true, "sandbox": "namespace"}));
     let bus_doc = &bus_doc["ok"];
     let (cli_id, bus_id) = (cli_doc["id"].as_str().unwrap(), bus_doc["id"].as_str().expect("the bus made a box"));
-    assert_eq!(cli_doc["workspace"]["limits"], json!({}), "no limit in force: {cli_doc}");
-    assert_eq!(bus_doc["workspace"]["limits"], cli_doc["workspace"]["limits"]);
+    assert_eq!(bus_doc["workspace"]["limits"], cli_doc["workspace"]["limits"], "{bus_doc}");
+    let limits = &cli_doc["workspace"]["limits"];
+    if limits.get("pids").is_some() && limits.get("memory_bytes").is_some() {
+        let _ = env.run(&["rm", cli_id, bus_id]);
+        return skip(TEST, "namespace enforces limits for the test user here (a cgroup is delegated to it), so no create warns");
+    }
     let warnings = cli_doc["warnings"].as_array().expect("create --json carries the warnings");
     assert_eq!(warnings.len(), 1, "{cli_doc}");
     let words = warnings[0].as_str().unwrap();
