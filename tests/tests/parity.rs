@@ -180,7 +180,10 @@ fn a_create_s_warnings_are_in_both_create_documents() {
     let limits = &cli_doc["workspace"]["limits"];
     if limits.get("pids").is_some() && limits.get("memory_bytes").is_some() {
         let _ = env.run(&["rm", cli_id, bus_id]);
-        return skip(TEST, "namespace enforces limits for the test user here (a cgroup is delegated to it), so no create warns");
+        return skip(
+            TEST,
+            "namespace enforces limits for the test user here (a cgroup is delegated to it), so no create warns",
+        );
     }
     let warnings = cli_doc["warnings"].as_array().expect("create --json carries the warnings");
     assert_eq!(warnings.len(), 1, "{cli_doc}");
