@@ -54,6 +54,8 @@ pub fn parse_cpus(s: &str) -> Result<f64, String> {
 pub enum NetworkArg {
     Deny,
     Egress,
+    /// Only the --allow-host entries, through an egress proxy (implied by --allow-host).
+    Allowlist,
 }
 
 impl From<NetworkArg> for NetworkChoice {
@@ -61,6 +63,7 @@ impl From<NetworkArg> for NetworkChoice {
         match n {
             NetworkArg::Deny => NetworkChoice::Deny,
             NetworkArg::Egress => NetworkChoice::Egress,
+            NetworkArg::Allowlist => NetworkChoice::Allowlist,
         }
     }
 }
@@ -118,6 +121,9 @@ pub struct BoxArgs {
     /// Network policy (default: deny, where the sandbox can enforce it).
     #[arg(long, value_enum)]
     pub network: Option<NetworkArg>,
+    /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443).
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_hosts: Vec<String>,
     /// CPU cores (may be fractional).
     #[arg(long, value_parser = parse_cpus, value_name = "N")]
     pub cpus: Option<f64>,
@@ -175,6 +181,7 @@ impl BoxArgs {
             persistent: self.persistent.map(|_| true),
             autosnapshot_secs: self.persistent.map(|d| d.as_secs()),
             network: self.network.map(NetworkChoice::from),
+            allow_hosts: self.allow_hosts.clone(),
             cpus: self.cpus,
             memory: self.memory.map(Size::Bytes),
             pids: self.pids,
@@ -325,6 +332,24 @@ mod tests {
             assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
             assert!(err.to_string().contains("is not an option KEY=VALUE with a non-empty KEY"), "{err}");
         }
+    }
+
+    #[test]
+    fn allow_host_is_repeatable_and_makes_an_allowlist_on_create_and_run() {
+        use tinybox_core::model::NetworkPolicy;
+        let spec = create_spec(&["--allow-host", "Allowed.test:8080", "--allow-host", "*.example.com"]).unwrap();
+        assert_eq!(spec.network, Some(NetworkPolicy::Allowlist));
+        assert_eq!(spec.allow_hosts, ["allowed.test:8080", "*.example.com"]);
+        let cli = parse(&["run", "--allow-host", "10.0.0.2:80", "--", "true"]).unwrap();
+        let Command::Run(c) = cli.command else { panic!("parsed as another verb") };
+        let spec = c.box_args.request(&[]).unwrap().spec(SandboxName::new("namespace").unwrap(), None).unwrap();
+        assert_eq!(spec.allow_hosts, ["10.0.0.2:80"]);
+        let err = create_spec(&["--allow-host", "*.com"]).unwrap_err();
+        assert!(err.starts_with(r#"allow entry "*.com": "#), "{err}");
+        let err = create_spec(&["--network", "egress", "--allow-host", "a.test"]).unwrap_err();
+        assert!(err.contains("not network egress"), "{err}");
+        let err = create_spec(&["--network", "allowlist"]).unwrap_err();
+        assert!(err.contains("needs at least one allow_hosts entry"), "{err}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         env: Default::default(),
         options: Default::default(),
         workspace_dir: None,
+        egress: None,
     }
 }
 
@@ -61,6 +62,7 @@ fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
         request,
         box_env: [("A".to_string(), "box".to_string()), ("B".to_string(), "box".to_string())].into(),
         stdio: StdioRef { socket: EXEC_SOCKET.into() },
+        egress: None,
     }
 }
 
