@@ -170,9 +170,12 @@ fn start(dir: &ProxyDir, program: &Path, resolver: Option<SocketAddr>) -> Result
 fn names_dir(pid: i32, dir: &Path) -> bool {
     let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
     let wanted = dir.as_os_str().as_encoded_bytes();
-    if !cmdline.split(|b| *b == 0).any(|arg| arg == wanted) {
-        return false;
-    }
+    cmdline.split(|b| *b == 0).any(|arg| arg == wanted) && alive(pid)
+}
+
+/// Whether `pid` exists and has not exited (a zombie has; so has one whose
+/// exit is under way, which `/proc/PID/cmdline` no longer shows).
+fn alive(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next());
     !matches!(state, None | Some("Z") | Some("X"))
@@ -217,7 +220,8 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
             }
         }
         let start = Instant::now();
-        while pids.iter().any(|p| names_dir(*p, dir.path())) && start.elapsed() < STOP_TIMEOUT {
+        // Identified by its command line above; from here only whether it still runs counts.
+        while pids.iter().any(|p| alive(*p)) && start.elapsed() < STOP_TIMEOUT {
             std::thread::sleep(POLL);
         }
     }
