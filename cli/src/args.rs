@@ -60,6 +60,8 @@ pub fn parse_cpus(s: &str) -> Result<f64, String> {
 pub enum NetworkArg {
     Deny,
     Egress,
+    /// Only the --allow-host entries, through an egress proxy (implied by --allow-host).
+    Allowlist,
 }
 
 impl From<NetworkArg> for NetworkChoice {
@@ -67,6 +69,7 @@ impl From<NetworkArg> for NetworkChoice {
         match n {
             NetworkArg::Deny => NetworkChoice::Deny,
             NetworkArg::Egress => NetworkChoice::Egress,
+            NetworkArg::Allowlist => NetworkChoice::Allowlist,
         }
     }
 }
@@ -124,6 +127,9 @@ pub struct BoxArgs {
     /// Network policy (default: deny, where the sandbox can enforce it).
     #[arg(long, value_enum)]
     pub network: Option<NetworkArg>,
+    /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443).
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_hosts: Vec<String>,
     /// CPU cores (may be fractional).
     #[arg(long, value_parser = parse_cpus, value_name = "N")]
     pub cpus: Option<f64>,
@@ -188,6 +194,7 @@ impl BoxArgs {
             // A bare --persistent leaves the cadence to core.
             autosnapshot_secs: self.persistent.flatten().map(|d| d.as_secs()),
             network: self.network.map(NetworkChoice::from),
+            allow_hosts: self.allow_hosts.clone(),
             cpus: self.cpus,
             memory: self.memory.map(Size::Bytes),
             pids: self.pids,
@@ -378,6 +385,24 @@ mod tests {
         assert_eq!(exec_plan(&["--runner"]).unwrap().target, tinybox_core::Target::Runner);
         let err = parse(&["exec", "box-0", "--timeout", "soon", "--", "true"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn allow_host_is_repeatable_and_makes_an_allowlist_on_create_and_run() {
+        use tinybox_core::model::NetworkPolicy;
+        let spec = create_spec(&["--allow-host", "Allowed.test:8080", "--allow-host", "*.example.com"]).unwrap();
+        assert_eq!(spec.network, Some(NetworkPolicy::Allowlist));
+        assert_eq!(spec.allow_hosts, ["allowed.test:8080", "*.example.com"]);
+        let cli = parse(&["run", "--allow-host", "10.0.0.2:80", "--", "true"]).unwrap();
+        let Command::Run(c) = cli.command else { panic!("parsed as another verb") };
+        let spec = c.box_args.request(&[]).unwrap().spec(SandboxName::new("namespace").unwrap(), None).unwrap();
+        assert_eq!(spec.allow_hosts, ["10.0.0.2:80"]);
+        let err = create_spec(&["--allow-host", "*.com"]).unwrap_err();
+        assert!(err.starts_with(r#"allow entry "*.com": "#), "{err}");
+        let err = create_spec(&["--network", "egress", "--allow-host", "a.test"]).unwrap_err();
+        assert!(err.contains("not network egress"), "{err}");
+        let err = create_spec(&["--network", "allowlist"]).unwrap_err();
+        assert!(err.contains("needs at least one allow_hosts entry"), "{err}");
     }
 
     #[test]

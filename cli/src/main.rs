@@ -47,6 +47,8 @@ enum Command {
     Ls(commands::ls::LsCmd),
     /// Show a box: placement, isolation, limits and network in force, state.
     Inspect(commands::inspect::InspectCmd),
+    /// Show a box's logs: `--network`, each connection its egress proxy allowed or refused.
+    Logs(commands::logs::LogsCmd),
     /// Remove boxes.
     Rm(commands::rm::RmCmd),
     /// Remove every ephemeral box whose ttl has passed.

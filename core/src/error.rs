@@ -53,6 +53,8 @@ pub enum Capability {
     Fork,
     /// Running a command on a terminal made for it.
     Terminal,
+    /// An allowlist network (an egress proxy in front of a box with no other way out).
+    NetworkAllowlist,
 }
 
 impl fmt::Display for Capability {
@@ -81,6 +83,9 @@ impl fmt::Display for Capability {
             Capability::Snapshot => f.write_str("snapshot"),
             Capability::Fork => f.write_str("fork"),
             Capability::Terminal => f.write_str("a terminal (run the command without one)"),
+            Capability::NetworkAllowlist => {
+                f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)")
+            }
         }
     }
 }
@@ -157,6 +162,10 @@ pub enum Error {
     Copy(#[from] crate::engine::CopyError),
     #[error(transparent)]
     Ceiling(#[from] crate::ceiling::CeilingError),
+    #[error(transparent)]
+    Allowlist(#[from] crate::egress::AllowlistError),
+    #[error(transparent)]
+    Egress(#[from] crate::egress::EgressError),
     /// A create whose driver failed without saying what it made (it died,
     /// timed out, broke the protocol, or lost its daemon): the `creating`
     /// record is kept, so `rm` finds and removes whatever was made.
@@ -311,6 +320,8 @@ impl Error {
             Error::Copy(crate::engine::CopyError::BoxFailed { .. }) => ErrorKind::Io,
             Error::Copy(_) => ErrorKind::Invalid,
             Error::Ceiling(_) => ErrorKind::Invalid,
+            Error::Allowlist(_) => ErrorKind::Invalid,
+            Error::Egress(e) => e.kind(),
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,
@@ -373,6 +384,10 @@ mod tests {
             (Capability::SnapshotSource, "snapshots"),
             (Capability::Snapshot, "snapshot"),
             (Capability::Fork, "fork"),
+            (
+                Capability::NetworkAllowlist,
+                "network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)",
+            ),
         ];
         for (cap, text) in cases {
             assert_eq!(cap.to_string(), text);

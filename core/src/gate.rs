@@ -47,12 +47,16 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
     }
     let limits = spec.resources.or(&Resources::defaults()).restricted_to(&enforced);
 
+    if spec.network == Some(NetworkPolicy::Allowlist) && !caps.has(&Feature::NetworkAllowlist) {
+        return refuse(Capability::NetworkAllowlist);
+    }
     let (network, network_in_force) = match (caps.network_deny, spec.network) {
         (true, asked) => {
             let policy = asked.unwrap_or_default();
             let in_force = match policy {
                 NetworkPolicy::Denied => NetworkInForce::Denied,
                 NetworkPolicy::Egress => NetworkInForce::Egress,
+                NetworkPolicy::Allowlist => NetworkInForce::Allowlist,
             };
             (Some(policy), in_force)
         }

@@ -11,6 +11,7 @@ pub mod capture;
 pub mod ceiling;
 pub mod clock;
 pub mod driver;
+pub mod egress;
 pub mod engine;
 pub mod error;
 pub mod gate;

@@ -62,3 +62,18 @@ pub fn check_store_dir(dir: &Path) -> std::result::Result<PathBuf, StoreError> {
 pub fn runtime_dir() -> Result<PathBuf> {
     tinybox_sdk::capture::runtime_dir().map_err(|e| Error::io("cannot prepare the runtime directory", e))
 }
+
+/// The environment variable naming the DNS server egress proxies resolve
+/// names with, `IP:PORT` (the kit's and the tests' own server). Unset or
+/// empty: the system's resolver.
+pub const EGRESS_RESOLVER_VAR: &str = "TINYBOX_EGRESS_RESOLVER";
+
+/// The nameserver [`EGRESS_RESOLVER_VAR`] names, read when a proxy starts.
+pub fn egress_resolver() -> std::result::Result<Option<std::net::SocketAddr>, crate::egress::EgressError> {
+    match std::env::var(EGRESS_RESOLVER_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(crate::egress::EgressError::Resolver(v.to_string_lossy().into())),
+        Ok(v) if v.is_empty() => Ok(None),
+        Ok(v) => v.parse().map(Some).map_err(|_| crate::egress::EgressError::Resolver(v)),
+    }
+}

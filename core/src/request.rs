@@ -81,6 +81,8 @@ pub enum RequestError {
 pub enum NetworkChoice {
     Deny,
     Egress,
+    /// Only the hosts `allow_hosts` names, through an egress proxy (ADR 0020).
+    Allowlist,
 }
 
 impl From<NetworkChoice> for NetworkPolicy {
@@ -88,6 +90,7 @@ impl From<NetworkChoice> for NetworkPolicy {
         match n {
             NetworkChoice::Deny => NetworkPolicy::Denied,
             NetworkChoice::Egress => NetworkPolicy::Egress,
+            NetworkChoice::Allowlist => NetworkPolicy::Allowlist,
         }
     }
 }
@@ -219,6 +222,11 @@ pub struct CreateRequest {
     pub autosnapshot_secs: Option<u64>,
     #[serde(default)]
     pub network: Option<NetworkChoice>,
+    /// The hosts an allowlist box may reach (`--allow-host`): `NAME`,
+    /// `*.NAME`, an address or a CIDR, each with an optional `:PORT`.
+    /// Given alone, they make the network `allowlist` (crate::egress).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
     #[serde(default)]
     pub cpus: Option<f64>,
     #[serde(default)]
@@ -378,7 +386,7 @@ impl CreateRequest {
         }
         spec.source = self.source(store_dir)?;
         spec.lifecycle = self.lifecycle()?;
-        spec.network = self.network.map(NetworkPolicy::from);
+        (spec.network, spec.allow_hosts) = crate::egress::requested(self.network, &self.allow_hosts)?;
         spec.resources = Resources {
             cpus: self.cpus.map(check_cpus).transpose()?,
             memory_bytes: self.memory.as_ref().map(Size::bytes).transpose()?,

@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+#[cfg(feature = "proxy")]
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -234,6 +235,7 @@ pub fn check_address(ip: IpAddr, port: u16, policy: &Policy, host_addresses: &Ha
 }
 
 /// This host's interface addresses, every interface, both families.
+#[cfg(feature = "proxy")]
 pub fn host_addresses() -> io::Result<HashSet<IpAddr>> {
     Ok(if_addrs::get_if_addrs()?.into_iter().map(|i| canonical(i.ip())).collect())
 }

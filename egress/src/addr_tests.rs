@@ -108,6 +108,7 @@ fn the_whole_rule_with_host_addresses_and_explicit_entries() {
     }
 }
 
+#[cfg(feature = "proxy")]
 #[test]
 fn this_hosts_addresses_include_loopback() {
     let own = host_addresses().unwrap();

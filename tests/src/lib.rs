@@ -6,6 +6,7 @@ pub mod docker;
 
 pub mod boxes;
 pub mod chaos;
+pub mod dns;
 pub mod dockerd;
 pub mod microvm;
 pub mod netns;

@@ -1,5 +1,6 @@
 //! A test host in a network namespace of our own: a veth pair and a TCP
-//! listener that answers each connection. Never any address off this machine.
+//! listener that answers each connection (with `hello`, or as a small HTTP
+//! server). Never any address off this machine.
 
 use std::process::{Child, Command, Stdio};
 
@@ -10,7 +11,49 @@ pub struct TestHost {
     listener: Child,
     /// The namespace side's address.
     pub addr: String,
+    /// This machine's side of the link (one of its own addresses while the host runs).
+    pub host_addr: String,
     pub port: u16,
+}
+
+/// What the listener does with each connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// Sends `hello` and closes, on a port of its own.
+    Hello,
+    /// Reads one HTTP request head and answers `200` with the body
+    /// `hello from the test host: <request line>`, on port [`HTTP_PORT`].
+    Http,
+}
+
+/// The port [`Service::Http`] listens on.
+pub const HTTP_PORT: u16 = 8080;
+
+/// The listener for `service` on `addr:port`, a Python program that
+/// prints `ready` once it listens.
+fn server_program(service: Service, addr: &str, port: u16) -> String {
+    let handler = match service {
+        Service::Hello => "def serve(c):\n c.sendall(b'hello')\n c.close()\n",
+        Service::Http => concat!(
+            "def serve(c):\n",
+            " data=b''\n",
+            " c.settimeout(10)\n",
+            " try:\n",
+            "  while b'\\r\\n\\r\\n' not in data:\n",
+            "   d=c.recv(4096)\n",
+            "   if not d: break\n",
+            "   data+=d\n",
+            "  line=data.split(b'\\r\\n',1)[0].decode('latin1')\n",
+            "  body=('hello from the test host: '+line+'\\n').encode()\n",
+            "  head=b'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nConnection: close\\r\\n'\n",
+            "  c.sendall(head+b'Content-Length: %d\\r\\n\\r\\n' % len(body)+body)\n",
+            " except Exception: pass\n",
+            " c.close()\n",
+        ),
+    };
+    format!(
+        "import socket,threading\n{handler}s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(16)\nprint('ready',flush=True)\nwhile True:\n c,_=s.accept()\n threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
+    )
 }
 
 fn ip(args: &[&str]) -> bool {
@@ -18,8 +61,13 @@ fn ip(args: &[&str]) -> bool {
 }
 
 impl TestHost {
-    /// Starts one, or `None` where namespaces cannot be made (not root).
+    /// Starts one answering `hello`, or `None` where namespaces cannot be made (not root).
     pub fn start(tag: &str) -> Option<TestHost> {
+        TestHost::serving(tag, Service::Hello)
+    }
+
+    /// Starts one running `service`, or `None` where namespaces cannot be made.
+    pub fn serving(tag: &str, service: Service) -> Option<TestHost> {
         if rustix::process::getuid().as_raw() != 0 || !crate::have("ip") {
             return None;
         }
@@ -43,10 +91,11 @@ impl TestHost {
             let _ = ip(&["link", "del", &veth]);
             return None;
         }
-        let port = 18_000 + (id % 1000) as u16;
-        let server = format!(
-            "import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(8)\nprint('ready',flush=True)\nwhile True:\n c,_=s.accept()\n c.sendall(b'hello')\n c.close()\n"
-        );
+        let port = match service {
+            Service::Hello => 18_000 + (id % 1000) as u16,
+            Service::Http => HTTP_PORT,
+        };
+        let server = server_program(service, &addr, port);
         let mut listener = Command::new("ip")
             .args(["netns", "exec", &ns, "python3", "-c", &server])
             .stdout(Stdio::piped())
@@ -59,7 +108,7 @@ impl TestHost {
             let _ = listener.kill();
             return None;
         }
-        Some(TestHost { ns, veth, listener, addr, port })
+        Some(TestHost { ns, veth, listener, addr, host_addr, port })
     }
 }
 
@@ -69,5 +118,46 @@ impl Drop for TestHost {
         let _ = self.listener.wait();
         let _ = ip(&["link", "del", &self.veth]);
         let _ = ip(&["netns", "del", &self.ns]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each program is valid Python that listens and answers as promised
+    /// (run here on loopback; no namespace is needed to check the program).
+    #[test]
+    fn the_servers_answer_as_described() {
+        use std::io::{BufRead, BufReader, Read, Write};
+        if !crate::have("python3") {
+            crate::skip("tinybox_tests::netns::tests::the_servers_answer_as_described", "python3 is not installed");
+            return;
+        }
+        for (service, request, want) in [
+            (Service::Hello, "", "hello".to_owned()),
+            (
+                Service::Http,
+                "GET /x HTTP/1.1\r\nHost: a\r\n\r\n",
+                "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: 42\r\n\r\nhello from the test host: GET /x HTTP/1.1\n".to_owned(),
+            ),
+        ] {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let mut child = Command::new("python3")
+                .args(["-c", &server_program(service, "127.0.0.1", port)])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready", "{service:?}");
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.write_all(request.as_bytes()).unwrap();
+            let mut got = String::new();
+            c.read_to_string(&mut got).unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+            assert_eq!(got, want, "{service:?}");
+        }
     }
 }

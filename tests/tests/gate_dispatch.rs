@@ -121,6 +121,15 @@ async fn network_deny_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowlist_is_refused() {
+    create_is_refused(Capability::NetworkAllowlist, |s| {
+        s.network = Some(NetworkPolicy::Allowlist);
+        s.allow_hosts = vec!["allowed.test:8080".into()];
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_is_refused() {
     create_is_refused(Capability::PortForward, |s| s.ports = vec![PortMapping { host: 18080, guest: 80 }]).await;
 }

@@ -1,7 +1,8 @@
 //! Workspace rules no reviewer should have to check by hand: no driver
 //! depends on core, the module and the conformance kit build on core and
-//! the sdk only, and every Rust file opens with a `//!` line saying what it
-//! is for, and docs/architecture.md names every crate and source file.
+//! the sdk only, core takes the egress crate without its proxy, every Rust
+//! file opens with a `//!` line saying what it is for, and
+//! docs/architecture.md names every crate and source file.
 //! Dependencies are read from `cargo metadata` (every Cargo.toml,
 //! as cargo itself reads them).
 
@@ -82,6 +83,33 @@ fn the_module_and_the_kit_build_on_core_and_the_sdk_only() {
         let deps = our_deps(package(&all, name), false);
         assert!(!deps.iter().any(|d| d == "tinybox-verify"), "{name} depends on the kit: {deps:?}");
     }
+}
+
+/// Core (and through it the module and the kit) links the egress crate's
+/// allowlist parser and log reader only: the proxy, its resolver and its
+/// TLS parser run in the `tinybox-egress` program, never in a caller's
+/// process.
+#[test]
+fn core_takes_the_egress_crate_without_its_proxy() {
+    let all = packages();
+    for name in ["tinybox-core", "tinybox-sdk", "tinybox-module", "tinybox-verify", "tinybox-cli"] {
+        let p = package(&all, name);
+        for dep in p["dependencies"].as_array().expect("dependencies") {
+            if dep["name"] != "tinybox-egress" || !dep["kind"].is_null() {
+                continue;
+            }
+            assert_eq!(
+                dep["uses_default_features"], false,
+                "{name} takes tinybox-egress with its default (proxy) feature"
+            );
+            assert_eq!(dep["features"], serde_json::json!([]), "{name} turns on tinybox-egress features");
+        }
+    }
+    let core = package(&all, "tinybox-core");
+    assert!(
+        our_deps(core, true).iter().any(|d| d == "tinybox-egress"),
+        "core parses allowlists with the proxy's own parser"
+    );
 }
 
 /// Every `.rs` file under `dir`, skipping build output and hidden directories.

@@ -42,7 +42,7 @@ impl InspectCmd {
                 (false, _) => "NOT suitable for untrusted code".to_owned(),
             };
             rows.push(("isolation", format!("{} ({untrusted})", ws.isolation)));
-            rows.push(("network", ws.network.to_string()));
+            rows.push(("network", network(ws, &info.id)));
             rows.push(("limits", output::limits(&ws.limits)));
             rows.push(("workdir", ws.workdir.clone().unwrap_or_else(|| "(host default)".into())));
         }
@@ -67,4 +67,12 @@ impl InspectCmd {
         }
         Ok(0)
     }
+}
+
+/// The network in force, with an allowlist's entries and where its log is.
+fn network(ws: &tinybox_core::model::Instance, id: &BoxId) -> String {
+    if ws.allow_hosts.is_empty() {
+        return ws.network.to_string();
+    }
+    format!("{}: {} (through its egress proxy; `tinybox logs --network {id}`)", ws.network, ws.allow_hosts.join(", "))
 }

@@ -370,6 +370,7 @@ fn describe(c: &Ceiling) -> String {
     let network = match c.network {
         NetworkChoice::Deny => "no network",
         NetworkChoice::Egress => "no network unless asked (egress allowed)",
+        NetworkChoice::Allowlist => "no network but an allowlist of hosts",
     };
     format!(
         "Boxes run in {sandbox} {floor}, {network}, and live at most {}s with at most {} bytes of memory, {} processes and {} cores.",

@@ -12,6 +12,7 @@ pub mod fork;
 pub mod forward;
 pub mod host;
 pub mod inspect;
+pub mod logs;
 pub mod ls;
 pub mod mcp;
 pub mod pool;
@@ -64,6 +65,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Run(c) => c.run(&app).await,
         Command::Ls(c) => ls::run(&app, c).await,
         Command::Inspect(c) => c.run(&app).await,
+        Command::Logs(c) => c.run(&app).await,
         Command::Rm(c) => c.run(&app).await,
         Command::Reap => reap::run(&app).await,
         Command::Prune(c) => c.run(&app).await,

@@ -32,6 +32,12 @@ pub fn find(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
     dirs.iter().map(|d| d.join(format!("{PREFIX}{name}"))).find(|p| is_executable(p))
 }
 
+/// The executable `file_name` (a program of tinybox's that is not a
+/// driver, such as `tinybox-egress`) in `dirs`, the first found.
+pub fn find_program(dirs: &[PathBuf], file_name: &str) -> Option<PathBuf> {
+    dirs.iter().map(|d| d.join(file_name)).find(|p| is_executable(p))
+}
+
 /// Every driver installed in `dirs`, by name, with the path that wins.
 pub fn installed(dirs: &[PathBuf]) -> BTreeMap<String, PathBuf> {
     let mut found = BTreeMap::new();

@@ -104,6 +104,7 @@ impl Tinybox {
                 if let Some(dir) = &synced_dir {
                     self.discard_synced(&spec.workspace.host, dir).await;
                 }
+                self.egress_discard(&spec.namespace, &id).await?;
                 self.store.remove(&id)?;
                 Err(e)
             }
@@ -157,6 +158,12 @@ impl Tinybox {
         }
         let verified = self.trust_link(link, &spec.options).relied_on();
         let caps = link.capabilities();
+        // An allowlist box's proxy runs before its sandbox makes it (engine/egress.rs).
+        let allowlist = admitted.network == Some(tinybox_sdk::model::NetworkPolicy::Allowlist);
+        let egress = match allowlist {
+            true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts).await?),
+            false => None,
+        };
         let created = link
             .create(CreateParams {
                 box_id: id.clone(),
@@ -168,6 +175,7 @@ impl Tinybox {
                 env: spec.env.clone(),
                 options: spec.options.clone(),
                 workspace_dir,
+                egress,
             })
             .await?;
         let isolation = box_isolation(created.isolation, caps.isolation);
@@ -185,6 +193,7 @@ impl Tinybox {
             isolation,
             limits: admitted.limits,
             network: admitted.network_in_force,
+            allow_hosts: if allowlist { spec.allow_hosts.clone() } else { Vec::new() },
             workdir: created.workdir,
             verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
         })

@@ -65,6 +65,7 @@ impl Tinybox {
         };
         let link = self.drivers.sandbox(&instance.placement.sandbox, &instance.placement.host).await?;
         crate::gate::admit_exec(&link.name(), &link.capabilities(), &request)?;
+        let (egress, box_env) = self.egress_for_exec(&info, instance).await?;
         let exec_id = self.next_exec_id();
         let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
         // A file by this name can only be left by a dead process whose pid we
@@ -75,8 +76,9 @@ impl Tinybox {
             target: BoxRef { box_id: info.id.clone(), handle: instance.handle.clone() },
             exec_id: exec_id.clone(),
             request,
-            box_env: info.spec.env.clone(),
+            box_env,
             stdio: server.stdio_ref(),
+            egress,
         };
         let run = link.exec(params);
         tokio::pin!(run);

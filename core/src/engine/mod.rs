@@ -7,6 +7,7 @@ mod choose;
 mod copy;
 mod create;
 mod drivers_report;
+mod egress;
 mod exec;
 mod forward;
 mod hosts;

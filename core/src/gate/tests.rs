@@ -196,3 +196,35 @@ fn a_terminal_is_refused_where_none_was_declared() {
     caps.features.insert(Feature::Terminal);
     assert!(admit_exec(&name(), &caps, &terminal).is_ok());
 }
+
+/// A spec asking for an allowlist, as a request with `--allow-host` makes one.
+fn allowlist_spec() -> BoxSpec {
+    let mut s = spec();
+    s.network = Some(NetworkPolicy::Allowlist);
+    s.allow_hosts = vec!["allowed.test:8080".into()];
+    s
+}
+
+#[test]
+fn an_allowlist_is_refused_by_a_sandbox_that_does_not_declare_network_allowlist() {
+    // Neither one that confines nothing, nor one that can deny the network but has no proxy path.
+    for caps in [SandboxCapabilities::nothing(), full()] {
+        assert_eq!(unsupported(admit_create(&name(), &caps, &allowlist_spec())), Capability::NetworkAllowlist);
+    }
+    let err = admit_create(&name(), &full(), &allowlist_spec()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "sandbox thing does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)"
+    );
+}
+
+#[test]
+fn a_declared_allowlist_is_admitted_and_in_force() {
+    let mut caps = full();
+    caps.features.insert(Feature::NetworkAllowlist);
+    let admitted = admit_create(&name(), &caps, &allowlist_spec()).unwrap();
+    assert_eq!(admitted.network, Some(NetworkPolicy::Allowlist));
+    assert_eq!(admitted.network_in_force, NetworkInForce::Allowlist);
+    // Declaring it changes nothing for a box that does not ask.
+    assert_eq!(admit_create(&name(), &caps, &spec()).unwrap().network_in_force, NetworkInForce::Denied);
+}

@@ -44,6 +44,9 @@ pub struct Instance {
     pub limits: Resources,
     /// The network confinement actually in force.
     pub network: NetworkInForce,
+    /// With network `allowlist`: the entries its egress proxy enforces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
     /// Where commands start, when the box has a workspace directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir: Option<String>,

@@ -93,6 +93,10 @@ pub struct BoxSpec {
     /// The network policy asked for explicitly (`None`: the default, where enforced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkPolicy>,
+    /// With network `allowlist`: what the box may reach, as canonical
+    /// `tinybox_egress::Policy` entries (crate::egress).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
     /// Limits asked for explicitly.
     #[serde(default)]
     pub resources: Resources,
@@ -126,6 +130,7 @@ impl BoxSpec {
             source: None,
             lifecycle: Lifecycle::default(),
             network: None,
+            allow_hosts: Vec::new(),
             resources: Resources::default(),
             ports: Vec::new(),
             env: BTreeMap::new(),
@@ -150,6 +155,7 @@ impl BoxSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         self.resources.validate()?;
         self.lifecycle.validate().map_err(SpecError::Lifecycle)?;
+        crate::egress::check_spec(self.network, &self.allow_hosts)?;
         tinybox_sdk::model::names::validate_name("namespace", &self.namespace)
             .map_err(|e| SpecError::Namespace(e.to_string()))?;
         for (name, value) in &self.env {
@@ -170,6 +176,8 @@ pub enum SpecError {
     Lifecycle(String),
     #[error("{0}")]
     Namespace(String),
+    #[error(transparent)]
+    Allowlist(#[from] crate::egress::AllowlistError),
     #[error("environment variable {0:?} is invalid; names are non-empty without '=' or NUL, values without NUL")]
     Env(String),
 }

@@ -119,7 +119,8 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
     // binaries, and no capabilities at all.
     a.extend(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"].map(String::from));
     let network = match spec.network {
-        NetworkPolicy::Denied => "none",
+        // Allowlist is refused before this (docker does not declare it); closed if it ever came.
+        NetworkPolicy::Denied | NetworkPolicy::Allowlist => "none",
         NetworkPolicy::Egress => "bridge",
     };
     a.extend(["--network".into(), network.into()]);

@@ -132,9 +132,15 @@ impl Docker {
         // With the network denied there is nowhere for a published port to
         // lead (and docker refuses the pair): the denial wins.
         let network = p.network.unwrap_or(NetworkPolicy::Denied);
+        if network == NetworkPolicy::Allowlist {
+            // Not declared: core never sends it, and a box is never given a network it did not ask for.
+            return Err(DriverError::unsupported(
+                "the docker sandbox does not declare network_allowlist; its boxes have no egress proxy",
+            ));
+        }
         let (published, unpublished) = match (network, p.ports.is_empty()) {
             (_, true) => (Vec::new(), None),
-            (NetworkPolicy::Denied, false) => {
+            (NetworkPolicy::Denied | NetworkPolicy::Allowlist, false) => {
                 (Vec::new(), Some(format!("ports {} not published: the network is denied", ports_list(&p.ports))))
             }
             (NetworkPolicy::Egress, false) => (p.ports.clone(), None),

@@ -78,6 +78,7 @@ fn params(source: Option<WorkspaceSource>, network: NetworkPolicy, ports: Vec<Po
         env: Default::default(),
         options: Default::default(),
         workspace_dir: None,
+        egress: None,
     }
 }
 
@@ -326,6 +327,15 @@ async fn git_sources_and_flag_like_images_are_refused() {
     assert!(commands(&host).is_empty());
 }
 
+#[tokio::test]
+async fn an_allowlist_is_refused_before_docker_is_asked() {
+    let host = host_with_owner();
+    let err = docker().create(&host, params(None, NetworkPolicy::Allowlist, vec![])).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unsupported);
+    assert!(err.message.contains("does not declare network_allowlist"), "{}", err.message);
+    assert!(!verbs(&host).contains(&"run".to_string()), "{:?}", commands(&host));
+}
+
 fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
     let mut request = ExecRequest::new(["echo", "a b", "$(x)"]);
     request.cwd = cwd.map(str::to_owned);
@@ -336,6 +346,7 @@ fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
         request,
         box_env: [("A".to_string(), "box".to_string()), ("B".to_string(), "box".to_string())].into(),
         stdio: StdioRef { socket: EXEC_SOCKET.into() },
+        egress: None,
     }
 }
 

@@ -15,6 +15,10 @@ pub const BWRAP_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// directory, which holds every credential and host key the user can read.
 pub const ETC_ALLOWED: [&str; 4] = ["/etc/passwd", "/etc/group", "/etc/resolv.conf", "/etc/ssl/certs"];
 
+/// Where an allowlist box sees the relay program and its proxy's socket.
+pub const RELAY_IN_BOX: &str = "/run/tinybox/egress-relay";
+pub const PROXY_IN_BOX: &str = "/run/tinybox/egress.sock";
+
 /// What one command needs to know about its box.
 #[derive(Debug, Clone)]
 pub struct Layout<'a> {
@@ -34,6 +38,10 @@ pub struct Layout<'a> {
     pub cgroup_v2: bool,
     /// The command runs on a terminal its host made for it (`RunParams::tty`).
     pub terminal: bool,
+    /// An allowlist box's proxy: its socket and the relay are bound
+    /// read-only into the box (whose network stays loopback only), and the
+    /// command runs under the relay, which listens on the box's loopback.
+    pub egress: Option<&'a tinybox_sdk::protocol::EgressEndpoint>,
 }
 
 /// The descriptor bwrap reads the seccomp program from (see `sandbox::SECCOMP`).
@@ -70,6 +78,10 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
             push(&["--ro-bind", dir, &inside]);
         }
     }
+    if let Some(egress) = layout.egress {
+        let (relay, socket) = (egress.relay.to_string_lossy(), egress.socket.to_string_lossy());
+        push(&["--ro-bind", &relay, RELAY_IN_BOX, "--ro-bind", &socket, PROXY_IN_BOX]);
+    }
     push(&["--bind", layout.workspace, WORKSPACE]);
     // Everything outside /workspace and /tmp is read-only.
     push(&["--remount-ro", "/"]);
@@ -87,8 +99,12 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     // The box's own sh checks the program first, then becomes it: a
     // missing one is 127 with one line naming it, never bwrap's execvp error.
     let start = if layout.terminal { checked_setsid() } else { checked_exec() };
-    push(&["/bin/sh", "-c", &start, "sh"]);
-    a.extend(argv.iter().cloned());
+    let mut command = vec!["/bin/sh".to_owned(), "-c".to_owned(), start, "sh".to_owned()];
+    command.extend(argv.iter().cloned());
+    match layout.egress {
+        Some(egress) => a.extend(egress.relay_argv(RELAY_IN_BOX, PROXY_IN_BOX, &command)),
+        None => a.extend(command),
+    }
     a
 }
 
@@ -122,6 +138,7 @@ mod tests {
                 cgroups: &[],
                 cgroup_v2: false,
                 terminal: false,
+                egress: None,
             },
             &["sh".into(), "-c".into(), "x; y".into()],
         )
@@ -167,6 +184,7 @@ mod tests {
             cgroups: &[],
             cgroup_v2: false,
             terminal: false,
+            egress: None,
         };
         let plain = args(&layout, &["sh".to_owned()]);
         let terminal = args(&Layout { terminal: true, ..layout }, &["sh".to_owned()]);
@@ -205,5 +223,53 @@ mod tests {
         assert!(has_seq(&a, &["--chdir", "/workspace/sub/dir"]));
         let a = build(&env, Some("/tmp"));
         assert!(has_seq(&a, &["--chdir", "/tmp"]));
+    }
+
+    #[test]
+    fn an_allowlist_box_has_no_network_but_the_relay_and_its_proxy_bound_read_only() {
+        let env = BTreeMap::new();
+        let egress = tinybox_sdk::protocol::EgressEndpoint {
+            socket: "/s/egress/ns-box-1/proxy.sock".into(),
+            relay: "/opt/tb/tinybox-egress".into(),
+            port: 3128,
+        };
+        let layout = Layout {
+            workspace: "/home/u/proj",
+            cwd: None,
+            env: &env,
+            share_net: false,
+            cgroups: &[],
+            terminal: false,
+            egress: Some(&egress),
+        };
+        let a = args(&layout, &["sh".into(), "-c".into(), "x; y".into()]);
+        assert!(a.iter().any(|x| x == "--unshare-net"), "loopback only: no path out but the socket");
+        assert!(has_seq(&a, &["--ro-bind", "/opt/tb/tinybox-egress", RELAY_IN_BOX]));
+        assert!(has_seq(&a, &["--ro-bind", "/s/egress/ns-box-1/proxy.sock", PROXY_IN_BOX]));
+        let sep = a.iter().position(|x| x == "--").unwrap();
+        assert_eq!(
+            &a[sep + 1..],
+            [
+                RELAY_IN_BOX,
+                "relay",
+                "--listen",
+                "127.0.0.1:3128",
+                "--to",
+                PROXY_IN_BOX,
+                "--",
+                "/bin/sh",
+                "-c",
+                &checked_exec(),
+                "sh",
+                "sh",
+                "-c",
+                "x; y"
+            ],
+            "the relay runs the usual checked start, which runs the command verbatim"
+        );
+        // Every boundary flag before the separator is as for any box, plus the two binds.
+        let plain = args(&Layout { egress: None, ..layout.clone() }, &["true".into()]);
+        let binds = 6;
+        assert_eq!(a[..sep].len(), plain.iter().position(|x| x == "--").unwrap() + binds);
     }
 }

@@ -3,7 +3,8 @@
 //! Each command is a fresh `bwrap` over the box's workspace: user, pid, ipc,
 //! uts and cgroup namespaces always, and a network namespace with nothing but
 //! loopback unless the box may reach out, in which case slirp4netns gives it
-//! egress without the host's loopback. There is no long-running sandbox
+//! egress without the host's loopback, or, for an allowlist, stays
+//! loopback only with core's egress proxy relayed into it (ADR 0020). There is no long-running sandbox
 //! process, so nothing written outside /workspace survives a command — which
 //! is why this driver declares no snapshots and no forking.
 //!
@@ -71,6 +72,7 @@ impl Namespace {
 /// A terminal only on this machine: the box takes the terminal its host
 /// made in a session of its own, which needs a host that leaves it unowned
 /// (on an ssh host, sshd makes the session; see `RunParams::tty_session_inside`).
+/// An allowlist only on this machine too (see below).
 fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
     let mut features = std::collections::BTreeSet::new();
     if limits {
@@ -78,6 +80,9 @@ fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
     }
     if !remote {
         features.insert(Feature::Terminal);
+        // The proxy runs beside core, on this machine: its socket can be
+        // bound into a box here, not into one on another machine.
+        features.insert(Feature::NetworkAllowlist);
     }
     features
 }
@@ -192,6 +197,7 @@ fn main() {
                 cgroups: &[],
                 cgroup_v2: false,
                 terminal: false,
+                egress: None,
             };
             let words = bwrap::args(&layout, &[]);
             println!("{}", words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
@@ -210,6 +216,8 @@ mod tests {
     fn a_terminal_is_declared_for_boxes_on_this_machine_only() {
         assert!(features(false, false).contains(&Feature::Terminal));
         assert!(!features(false, true).contains(&Feature::Terminal));
+        assert!(features(false, false).contains(&Feature::NetworkAllowlist));
+        assert!(!features(false, true).contains(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
         assert_eq!(features(true, true), [Feature::ResourceLimits].into());
     }
 }

@@ -35,6 +35,9 @@ struct Handle {
     /// The workspace was made for the box (no directory was given) and goes with it.
     owned: bool,
     egress: bool,
+    /// Loopback only, with the egress proxy core runs for it relayed in
+    /// (the endpoint comes with each exec).
+    allowlist: bool,
     /// The uid and gid bwrap runs as: the workspace's owner, when the caller
     /// is root and the owner is not.
     runas: Option<(u32, u32)>,
@@ -53,6 +56,7 @@ impl Handle {
             "workspace": self.workspace,
             "owned": self.owned,
             "egress": self.egress,
+            "allowlist": self.allowlist,
             "runas": self.runas.map(|(u, g)| format!("{u}:{g}")),
             "arch": self.arch.map(seccomp::Arch::name),
             "cgroups": self.cgroups,
@@ -86,6 +90,7 @@ impl Handle {
             workspace: workspace.to_owned(),
             owned: v.get("owned").and_then(|o| o.as_bool()).unwrap_or(false),
             egress: v.get("egress").and_then(|e| e.as_bool()).unwrap_or(false),
+            allowlist: v.get("allowlist").and_then(|e| e.as_bool()).unwrap_or(false),
             runas,
             arch: v.get("arch").and_then(|a| a.as_str()).and_then(seccomp::Arch::from_uname),
             cgroups,
@@ -139,6 +144,9 @@ if [ "$3" = egress ]; then
     command -v unshare >/dev/null 2>&1 || exit 6
     as_owner sh -c '[ -r /dev/net/tun ] && [ -w /dev/net/tun ]' || exit 7
 fi
+if [ "$3" = allowlist ]; then
+    as_owner sh -c '[ -x "$1" ] && [ -S "$2" ] && [ -w "$2" ]' tinybox-egress-check "$5" "$6" || exit 11
+fi
 printf '%s\n%s\n%s' "$runas" "$(uname -m)" "$ws"
 "#;
 
@@ -190,6 +198,14 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
     };
     validate_name("namespace", &p.namespace).map_err(|e| DriverError::invalid(e.to_string()))?;
     let egress = p.network == Some(NetworkPolicy::Egress);
+    let allowlist = p.network == Some(NetworkPolicy::Allowlist);
+    let endpoint = match (&p.egress, allowlist) {
+        (Some(e), true) => Some(e),
+        (None, true) => {
+            return Err(DriverError::invalid("an allowlist box needs its egress endpoint, and core sent none"));
+        }
+        (_, false) => None,
+    };
     let own = if given.is_none() { site.own_workspace(&p.namespace, p.box_id.as_str()) } else { None };
     let argv = vec![
         "sh".into(),
@@ -198,8 +214,14 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         "tinybox-probe".into(),
         given.clone().unwrap_or_default(),
         p.box_id.to_string(),
-        if egress { "egress".into() } else { "denied".into() },
+        match (egress, allowlist) {
+            (true, _) => "egress".into(),
+            (_, true) => "allowlist".into(),
+            _ => "denied".into(),
+        },
         own.clone().unwrap_or_default(),
+        endpoint.map(|e| e.relay.to_string_lossy().into_owned()).unwrap_or_default(),
+        endpoint.map(|e| e.socket.to_string_lossy().into_owned()).unwrap_or_default(),
     ];
     let out = capture(host, argv, host_env(), b"").await?;
     if out.status.code != Some(0)
@@ -259,6 +281,13 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
                 out.stderr_text().trim()
             )));
         }
+        Some(11) => {
+            return Err(DriverError::unavailable(format!(
+                "the user the box's bwrap runs as cannot reach the egress proxy's socket {} or its relay {}; a root caller's box runs as its workspace's owner, who cannot enter the store: give an allowlist box a workspace the caller owns",
+                endpoint.map(|e| e.socket.display().to_string()).unwrap_or_default(),
+                endpoint.map(|e| e.relay.display().to_string()).unwrap_or_default(),
+            )));
+        }
         Some(9) => {
             return Err(DriverError::invalid(format!(
                 "the owner of workspace {} cannot reach it, and a root caller's box runs as that owner; choose a directory its owner can open, or one root owns",
@@ -286,6 +315,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         workspace,
         owned,
         egress,
+        allowlist,
         runas,
         arch: Some(arch),
         cgroups: Vec::new(),
@@ -379,6 +409,16 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
             p.target.box_id
         )));
     };
+    let egress = match (&p.egress, handle.allowlist) {
+        (Some(e), true) => Some(e),
+        (None, true) => {
+            return Err(DriverError::invalid(format!(
+                "box {} has an allowlist, and core sent no egress endpoint for its proxy",
+                p.target.box_id
+            )));
+        }
+        (_, false) => None,
+    };
     let mut env = p.box_env;
     env.extend(p.request.env);
     // With egress, the network namespace is the one netwrap.sh prepared.
@@ -390,6 +430,7 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
         cgroups: &handle.cgroups,
         cgroup_v2: handle.cgroup_v2,
         terminal: p.request.tty.is_some(),
+        egress,
     };
     let argv = command(&handle, arch, bwrap::args(&layout, &p.request.argv));
     host.run(RunParams {
@@ -463,7 +504,11 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
     let handle = Handle::parse(&target.handle)?;
     let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
     Ok(if out.success() {
-        let net = if handle.egress { "egress via slirp4netns, no host loopback" } else { "loopback only" };
+        let net = match (handle.egress, handle.allowlist) {
+            (true, _) => "egress via slirp4netns, no host loopback",
+            (_, true) => "allowlist: loopback only, with the egress proxy relayed in",
+            _ => "loopback only",
+        };
         let owner = match handle.runas {
             Some((u, g)) => format!("bwrap runs as the workspace's owner {u}:{g}"),
             None => "bwrap runs as the caller".to_owned(),

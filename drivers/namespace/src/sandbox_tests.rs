@@ -27,6 +27,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         env: Default::default(),
         options: Default::default(),
         workspace_dir: None,
+        egress: None,
     }
 }
 
@@ -41,7 +42,7 @@ fn local(path: &str) -> Option<WorkspaceSource> {
 
 fn handle(workspace: &str, owned: bool, egress: bool) -> serde_json::Value {
     serde_json::json!({
-        "workspace": workspace, "owned": owned, "egress": egress,
+        "workspace": workspace, "owned": owned, "egress": egress, "allowlist": false,
         "runas": null, "arch": "x86_64", "cgroups": [], "cgroup_v2": false,
     })
 }
@@ -61,6 +62,7 @@ fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
         request,
         box_env: [("A".to_string(), "box".to_string()), ("B".to_string(), "box".to_string())].into(),
         stdio: StdioRef { socket: EXEC_SOCKET.into() },
+        egress: None,
     }
 }
 
@@ -169,7 +171,7 @@ async fn create_over_a_directory_probes_the_host_once_and_keeps_the_directory() 
     let calls = host.calls();
     assert_eq!(calls.len(), 1, "{calls:?}");
     let probe = &calls[0].params;
-    assert_eq!(probe.argv, words(&["sh", "-c", PROBE, "tinybox-probe", WS, "box-0", "denied", ""]));
+    assert_eq!(probe.argv, words(&["sh", "-c", PROBE, "tinybox-probe", WS, "box-0", "denied", "", "", ""]));
     assert_eq!(probe.env, path_only(), "the probe finds bwrap on a fixed PATH");
     assert_eq!(probe.cwd, None);
     assert_eq!(made.workdir.as_deref(), Some("/workspace"));
@@ -183,7 +185,7 @@ async fn create_without_a_directory_takes_the_one_the_probe_made_and_owns_it() {
     let argv = host.argvs().remove(0);
     assert_eq!(
         argv[3..],
-        words(&["tinybox-probe", "", "box-0", "egress", ""]),
+        words(&["tinybox-probe", "", "box-0", "egress", "", "", ""]),
         "empty: make one, with mktemp where there is no place of its own; egress: check slirp4netns"
     );
     assert_eq!(made.handle, handle("/tmp/tinybox-box-0.Ab12Cd", true, true));
@@ -453,13 +455,13 @@ async fn a_box_given_no_workspace_gets_one_named_after_it_in_the_state_directory
     let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{OWN}")));
     let made = create(&host, &site_with_state(), create_params(None, None)).await.unwrap();
     let argv = host.argvs().remove(0);
-    assert_eq!(argv[3..], words(&["tinybox-probe", "", "box-0", "denied", OWN]), "made at its own place");
+    assert_eq!(argv[3..], words(&["tinybox-probe", "", "box-0", "denied", OWN, "", ""]), "made at its own place");
     assert_eq!(made.handle, handle(OWN, true, false));
 
     // A given directory is used as it is; no place of the box's own is made.
     let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
     create(&host, &site_with_state(), create_params(local(WS), None)).await.unwrap();
-    assert_eq!(host.argvs().remove(0)[3..], words(&["tinybox-probe", WS, "box-0", "denied", ""]));
+    assert_eq!(host.argvs().remove(0)[3..], words(&["tinybox-probe", WS, "box-0", "denied", "", "", ""]));
 }
 
 #[tokio::test]
@@ -538,4 +540,74 @@ fn a_record_from_before_the_cgroup_version_key_is_read_by_where_its_cgroups_are(
     assert!(Handle::parse(&v2).unwrap().cgroup_v2);
     v2["cgroups"] = serde_json::json!(["/sys/fs/cgroup/pids/tinybox.x.ns1.box-0"]);
     assert!(!Handle::parse(&v2).unwrap().cgroup_v2);
+}
+
+fn endpoint() -> tinybox_sdk::protocol::EgressEndpoint {
+    tinybox_sdk::protocol::EgressEndpoint {
+        socket: "/store/egress/ns1-box-0/proxy.sock".into(),
+        relay: "/opt/tb/tinybox-egress".into(),
+        port: 3128,
+    }
+}
+
+#[tokio::test]
+async fn an_allowlist_box_checks_its_relay_and_proxy_as_bwrap_s_user_and_records_it() {
+    let host = FakeHost::new().otherwise(Reply::ok(format!("\nx86_64\n{WS}")));
+    let mut p = create_params(local(WS), Some(NetworkPolicy::Allowlist));
+    p.egress = Some(endpoint());
+    let made = create(&host, &site(), p).await.unwrap();
+    let argv = host.argvs().remove(0);
+    assert_eq!(
+        argv[3..],
+        words(&[
+            "tinybox-probe",
+            WS,
+            "box-0",
+            "allowlist",
+            "",
+            "/opt/tb/tinybox-egress",
+            "/store/egress/ns1-box-0/proxy.sock"
+        ])
+    );
+    assert_eq!(made.handle["allowlist"], true);
+    assert_eq!(made.handle["egress"], false, "no slirp4netns: no path out but the proxy");
+
+    // The probe's answer when bwrap's user cannot reach them.
+    let host = FakeHost::new().otherwise(Reply::fail(11, ""));
+    let mut p = create_params(local(WS), Some(NetworkPolicy::Allowlist));
+    p.egress = Some(endpoint());
+    let err = create(&host, &site(), p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable);
+    assert!(err.message.contains("cannot reach the egress proxy's socket /store/egress/ns1-box-0/proxy.sock"), "{err}");
+
+    // Core always sends the endpoint with an allowlist; a create without one is refused before the host hears of it.
+    let host = FakeHost::new();
+    let err = create(&host, &site(), create_params(local(WS), Some(NetworkPolicy::Allowlist))).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(host.calls().is_empty());
+}
+
+#[tokio::test]
+async fn an_allowlist_box_s_command_runs_under_the_relay_with_loopback_only() {
+    let mut h = handle(WS, false, false);
+    h["allowlist"] = true.into();
+    let host = FakeHost::new();
+    let mut p = exec_params(h.clone(), None);
+    p.egress = Some(endpoint());
+    exec(&host, p).await.unwrap();
+    let argv = host.argvs().remove(0);
+    assert!(!argv.iter().any(|a| a == "tinybox-netwrap"), "no slirp4netns for an allowlist");
+    assert!(argv.iter().any(|a| a == "--unshare-net"));
+    let bound = bound_sources(&argv);
+    assert!(
+        bound.contains("/opt/tb/tinybox-egress") && bound.contains("/store/egress/ns1-box-0/proxy.sock"),
+        "{bound:?}"
+    );
+    let sep = argv.iter().position(|a| a == "--").unwrap();
+    assert_eq!(argv[sep + 1..sep + 5], words(&[crate::bwrap::RELAY_IN_BOX, "relay", "--listen", "127.0.0.1:3128"]));
+    assert_eq!(argv[argv.len() - 3..], words(&["echo", "a b", "$(x)"]), "the command itself, verbatim, last");
+
+    let err = exec(&FakeHost::new(), exec_params(h, None)).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("no egress endpoint"), "{err}");
 }

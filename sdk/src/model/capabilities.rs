@@ -73,6 +73,9 @@ pub enum Feature {
     /// `sandbox.snapshot_sweep` finds the snapshots it took of a box by
     /// the box alone, so an interrupted snapshot leaves nothing unknown.
     SnapshotSweep,
+    /// A box can have `NetworkPolicy::Allowlist`: loopback only, the
+    /// egress proxy's socket and relay inside (`EgressEndpoint`).
+    NetworkAllowlist,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -86,6 +89,7 @@ impl fmt::Display for Feature {
             Feature::ResourceLimits => f.write_str("resource_limits"),
             Feature::Terminal => f.write_str("terminal"),
             Feature::SnapshotSweep => f.write_str("snapshot_sweep"),
+            Feature::NetworkAllowlist => f.write_str("network_allowlist"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -155,6 +159,12 @@ impl SandboxCapabilities {
         if self.has(&Feature::SnapshotSweep) && self.snapshot == SnapshotSupport::None {
             return Err("declares snapshot_sweep but takes no snapshots to sweep".into());
         }
+        if self.has(&Feature::NetworkAllowlist) && !self.network_deny {
+            return Err(
+                "declares network_allowlist but cannot deny the network, so nothing would keep a box to its proxy"
+                    .into(),
+            );
+        }
         Ok(())
     }
 }
@@ -185,6 +195,18 @@ mod tests {
         let f: BTreeSet<Feature> = serde_json::from_str(r#"["fork","teleport"]"#).unwrap();
         assert!(f.contains(&Feature::Fork));
         assert!(f.contains(&Feature::Unknown("teleport".into())));
+    }
+
+    #[test]
+    fn network_allowlist_is_spelled_so_and_needs_network_deny() {
+        assert_eq!(serde_json::to_value(Feature::NetworkAllowlist).unwrap(), "network_allowlist");
+        assert_eq!(serde_json::from_str::<Feature>(r#""network_allowlist""#).unwrap(), Feature::NetworkAllowlist);
+        assert_eq!(Feature::NetworkAllowlist.to_string(), "network_allowlist");
+        let mut caps = SandboxCapabilities::nothing();
+        caps.features.insert(Feature::NetworkAllowlist);
+        assert!(caps.check_consistent().unwrap_err().contains("network_allowlist"));
+        caps.network_deny = true;
+        assert_eq!(caps.check_consistent(), Ok(()));
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub enum NetworkPolicy {
     Denied,
     /// Outbound connections allowed.
     Egress,
+    /// Loopback only, plus an egress proxy that lets through only the
+    /// box's allowlist (ADR 0020). Sent only to a sandbox declaring
+    /// `network_allowlist`, with the proxy's endpoint.
+    Allowlist,
 }
 
 /// The network confinement actually in force for a box.
@@ -77,6 +81,8 @@ pub enum NetworkPolicy {
 pub enum NetworkInForce {
     Denied,
     Egress,
+    /// Only through the box's egress proxy, to what its allowlist names.
+    Allowlist,
     /// The sandbox confines no network at all (passthrough).
     NotConfined,
 }
@@ -86,6 +92,7 @@ impl fmt::Display for NetworkInForce {
         f.write_str(match self {
             NetworkInForce::Denied => "denied",
             NetworkInForce::Egress => "egress",
+            NetworkInForce::Allowlist => "allowlist",
             NetworkInForce::NotConfined => "not confined",
         })
     }

@@ -2,6 +2,7 @@
 //! error codes. Serde only, no I/O. docs/specs/driver-protocol.md is the
 //! normative description; this module is its Rust spelling.
 
+pub mod egress;
 pub mod errors;
 pub mod version;
 
@@ -15,6 +16,7 @@ use crate::model::{
     SnapshotId, TtySize, WorkspaceSource,
 };
 
+pub use egress::EgressEndpoint;
 pub use errors::{DriverError, ErrorCode};
 pub use version::{PROTOCOL_VERSION, protocol_version};
 
@@ -203,6 +205,10 @@ pub struct CreateParams {
     /// Omitted when the box binds no host directory; an older core sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_dir: Option<std::path::PathBuf>,
+    /// With `network` `allowlist` only: where the box's egress proxy
+    /// listens and the relay program is (ADR 0020).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressEndpoint>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on
@@ -257,6 +263,10 @@ pub struct ExecParams {
     #[serde(default)]
     pub box_env: BTreeMap<String, String>,
     pub stdio: StdioRef,
+    /// For a box whose network is `allowlist`: its proxy, checked to be
+    /// running just before this exec (ADR 0020).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressEndpoint>,
 }
 
 /// A box's state as its sandbox sees it now.

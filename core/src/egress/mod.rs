@@ -1,0 +1,15 @@
+//! Egress by allowlist (ADR 0020), core's side: the request rules
+//! (`rules`), where one box's proxy lives (`ProxyDir`, derived from the
+//! store, the namespace and the box alone), and starting, checking and
+//! stopping that proxy (`process`). The proxy itself is the
+//! `tinybox-egress` program; core links only its policy parser and its
+//! decision log reader (crate `tinybox-egress` without its `proxy` feature).
+
+mod dir;
+mod process;
+mod rules;
+
+pub use dir::{EGRESS_DIR, ProxyDir};
+pub use process::{EgressError, PROGRAM, READY_TIMEOUT, STOP_TIMEOUT, ensure_running, live_pid, stop};
+pub use rules::{AllowlistError, check_spec, requested};
+pub use tinybox_egress::{Decision, Method, Verdict};

@@ -1,0 +1,303 @@
+//! Starting, finding and stopping one box's proxy: the impure edge of
+//! egress. The proxy runs detached (a process group of its own, its stderr
+//! in its directory) and outlives the command that started it; it is
+//! found again by its pid file, trusted only when `/proc/PID/cmdline`
+//! names its directory, so a recycled pid (after a reboot, say) is never
+//! taken for it.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+use tinybox_egress::{LogError, layout};
+use tinybox_sdk::model::BoxId;
+
+use super::ProxyDir;
+
+/// The proxy's (and the relay's) program, found as drivers are.
+pub const PROGRAM: &str = "tinybox-egress";
+/// How long a starting proxy has to say it listens.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a proxy has to end after SIGTERM, and again after SIGKILL.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// Between two looks at a process that is going away.
+const POLL: Duration = Duration::from_millis(10);
+
+/// What went wrong with a box's egress proxy.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("an allowlist box needs a file store: its egress proxy keeps its files beside the box records")]
+    NeedsFileStore,
+    #[error("no {PROGRAM} program to run the box's egress proxy (looked in {}); it is installed next to tinybox", display_paths(.searched))]
+    NotFound { searched: Vec<PathBuf> },
+    #[error("TINYBOX_EGRESS_RESOLVER {0:?} is not a nameserver IP:PORT, like 127.0.0.1:53")]
+    Resolver(String),
+    #[error("cannot start the egress proxy in {}: {detail}", .dir.display())]
+    Start { dir: PathBuf, detail: String },
+    #[error("cannot stop the egress proxy in {} (pid {pid}): it outlived SIGKILL", .dir.display())]
+    Stop { dir: PathBuf, pid: i32 },
+    #[error("{context} {}: {source}", .path.display())]
+    Io {
+        context: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "box {id} has no egress proxy: its network is {network}, and only an allowlist box's connections are logged"
+    )]
+    NoProxy { id: BoxId, network: String },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl EgressError {
+    /// This error's class (see `crate::Error::kind`).
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind;
+        match self {
+            EgressError::NeedsFileStore | EgressError::Resolver(_) | EgressError::NoProxy { .. } => ErrorKind::Invalid,
+            EgressError::NotFound { .. } => ErrorKind::Unavailable,
+            EgressError::Start { .. } | EgressError::Stop { .. } | EgressError::Io { .. } | EgressError::Log(_) => {
+                ErrorKind::Io
+            }
+        }
+    }
+}
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "no directory".into();
+    }
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+fn io_error(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EgressError {
+    let path = path.to_owned();
+    move |source| EgressError::Io { context, path, source }
+}
+
+/// Makes sure the proxy for `dir` runs, starting it from `entries` (the
+/// box's allowlist, canonical) when none does, and waiting until it
+/// listens. Called under the directory's lock, so two commands on one box
+/// never start two proxies.
+pub fn ensure_running(
+    dir: &ProxyDir,
+    entries: &[String],
+    program: &Path,
+    resolver: Option<SocketAddr>,
+) -> Result<(), EgressError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir.path())
+        .map_err(io_error("cannot make the egress directory", dir.path()))?;
+    let _lock = crate::store::file::lock_exclusive(&dir.lock())
+        .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    if live_pid(dir).is_some() {
+        return Ok(());
+    }
+    write_policy(dir, entries)?;
+    start(dir, program, resolver)
+}
+
+/// The policy file, written whole (a temporary file renamed over it).
+fn write_policy(dir: &ProxyDir, entries: &[String]) -> Result<(), EgressError> {
+    let path = dir.policy();
+    let tmp = dir.path().join(format!("{}.tmp", layout::POLICY));
+    let text = serde_json::to_vec(entries).map_err(|e| io_error("cannot encode", &path)(e.into()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io_error("cannot write", &tmp))?;
+    f.write_all(&text).and_then(|()| f.sync_all()).map_err(io_error("cannot write", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_error("cannot write", &path))
+}
+
+fn start(dir: &ProxyDir, program: &Path, resolver: Option<SocketAddr>) -> Result<(), EgressError> {
+    let fail = |detail: String| EgressError::Start { dir: dir.path().to_owned(), detail };
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(dir.stderr())
+        .map_err(io_error("cannot open", &dir.stderr()))?;
+    let mut command = Command::new(program);
+    command.arg("serve").arg("--dir").arg(dir.path());
+    if let Some(server) = resolver {
+        command.arg("--resolver").arg(server.to_string());
+    }
+    // Detached: its own process group, so a Ctrl-C at the caller's
+    // terminal does not reach it, and nothing of the caller's environment.
+    command.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).process_group(0);
+    let mut child = command.spawn().map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
+    let stdout = child.stdout.take().ok_or_else(|| fail("no pipe from the proxy".into()))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = tx.send(BufReader::new(stdout).read_line(&mut line).map(|_| line));
+    });
+    match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(Ok(line)) if line.trim() == layout::READY => {
+            // Reaped here if this process outlives it (a daemon, the module).
+            std::thread::spawn(move || child.wait());
+            Ok(())
+        }
+        outcome => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let why = match outcome {
+                Err(_) => format!("it did not listen within {}s", READY_TIMEOUT.as_secs()),
+                _ => "it ended before listening".to_owned(),
+            };
+            let said = std::fs::read_to_string(dir.stderr()).unwrap_or_default();
+            let last = said.lines().last().unwrap_or("").trim().to_owned();
+            Err(fail(if last.is_empty() { why } else { format!("{why}: {last}") }))
+        }
+    }
+}
+
+/// Whether `pid` is a live process (not a zombie) with `dir` as one of its
+/// arguments.
+fn names_dir(pid: i32, dir: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let wanted = dir.as_os_str().as_encoded_bytes();
+    cmdline.split(|b| *b == 0).any(|arg| arg == wanted) && alive(pid)
+}
+
+/// Whether `pid` exists and has not exited (a zombie has; so has one whose
+/// exit is under way, which `/proc/PID/cmdline` no longer shows).
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
+}
+
+/// The running proxy's pid, if its pid file names one that serves `dir`.
+pub fn live_pid(dir: &ProxyDir) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.pid()).ok()?.trim().parse().ok()?;
+    names_dir(pid, dir.path()).then_some(pid)
+}
+
+/// Every live process serving `dir`: the pid file's, and any other (a
+/// proxy started by a create interrupted before its pid file was written).
+fn serving(dir: &ProxyDir) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<i32> = live_pid(dir).into_iter().collect();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid != me && !found.contains(&pid) && names_dir(pid, dir.path()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Stops the proxy for `dir` (SIGTERM, then SIGKILL) and removes the
+/// directory. Nothing there is no error.
+pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
+    if !dir.path().exists() {
+        return Ok(());
+    }
+    let lock = crate::store::file::lock_exclusive(&dir.lock())
+        .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    for signal in [Signal::TERM, Signal::KILL] {
+        let pids = serving(dir);
+        if pids.is_empty() {
+            break;
+        }
+        for pid in &pids {
+            if let Some(pid) = Pid::from_raw(*pid) {
+                let _ = kill_process(pid, signal);
+            }
+        }
+        let start = Instant::now();
+        // Identified by its command line above; from here only whether it still runs counts.
+        while pids.iter().any(|p| alive(*p)) && start.elapsed() < STOP_TIMEOUT {
+            std::thread::sleep(POLL);
+        }
+    }
+    if let Some(pid) = serving(dir).first() {
+        return Err(EgressError::Stop { dir: dir.path().to_owned(), pid: *pid });
+    }
+    drop(lock);
+    match std::fs::remove_dir_all(dir.path()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(EgressError::Io { context: "cannot remove", path: dir.path().to_owned(), source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_in(tmp: &tempfile::TempDir) -> ProxyDir {
+        ProxyDir::of(tmp.path(), "ns", &BoxId::new("box-1").unwrap())
+    }
+
+    #[test]
+    fn a_pid_file_naming_a_process_that_does_not_serve_the_directory_is_no_proxy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = dir_in(&tmp);
+        std::fs::create_dir_all(dir.path()).unwrap();
+        assert_eq!(live_pid(&dir), None, "no pid file");
+        // This test process is alive, but its command line does not name the directory.
+        std::fs::write(dir.pid(), std::process::id().to_string()).unwrap();
+        assert_eq!(live_pid(&dir), None);
+        std::fs::write(dir.pid(), "not a pid").unwrap();
+        assert_eq!(live_pid(&dir), None);
+    }
+
+    #[test]
+    fn a_process_naming_the_directory_is_found_stopped_and_the_directory_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = dir_in(&tmp);
+        std::fs::create_dir_all(dir.path()).unwrap();
+        // A stand-in for the proxy: a shell with the directory as an
+        // argument, waiting on a pipe nobody writes (a builtin, so the
+        // shell itself is the process).
+        let mut child =
+            Command::new("sh").args(["-c", "read x", "proxy"]).arg(dir.path()).stdin(Stdio::piped()).spawn().unwrap();
+        std::fs::write(dir.pid(), child.id().to_string()).unwrap();
+        // Kept open here: `wait` would close it, and the shell would end on its own.
+        let _stdin = child.stdin.take();
+        let reaper = std::thread::spawn(move || child.wait());
+        let start = Instant::now();
+        while live_pid(&dir).is_none() {
+            assert!(start.elapsed() < READY_TIMEOUT, "the stand-in never showed the directory");
+            std::thread::sleep(POLL);
+        }
+        stop(&dir).unwrap();
+        assert!(!dir.path().exists());
+        assert!(reaper.join().unwrap().is_ok());
+        stop(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_program_that_never_says_ready_is_a_start_error_quoting_its_stderr() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = dir_in(&tmp);
+        let fake = tmp.path().join("fake-egress");
+        std::fs::write(&fake, "#!/bin/sh\necho \"tinybox-egress: no policy here\" >&2\nexit 1\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let err = ensure_running(&dir, &["a.test".into()], &fake, None).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot start the egress proxy in {}: it ended before listening: tinybox-egress: no policy here",
+                dir.path().display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(dir.policy()).unwrap(), r#"["a.test"]"#);
+    }
+}

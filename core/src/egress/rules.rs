@@ -1,0 +1,121 @@
+//! The request rules for an allowlist: entries parse (through the proxy's
+//! own parser, so what is accepted here is what the proxy enforces), and
+//! an allowlist and its entries come together.
+
+use tinybox_egress::{Policy, PolicyError};
+use tinybox_sdk::model::NetworkPolicy;
+
+use crate::request::NetworkChoice;
+
+/// An allowlist asked for in a way that breaks a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowlistError {
+    /// One entry (the first bad one) is not an entry.
+    #[error("{0}")]
+    Entry(#[from] PolicyError),
+    #[error("allow_hosts goes with network allowlist (or no network given), not network {0}; leave out one of them")]
+    OtherNetwork(&'static str),
+    #[error("network allowlist needs at least one allow_hosts entry (--allow-host NAME[:PORT])")]
+    Empty,
+}
+
+/// The network policy and canonical entries a request's `network` and
+/// `allow_hosts` make: entries alone mean an allowlist; an allowlist
+/// needs entries; deny or egress take none.
+pub fn requested(
+    network: Option<NetworkChoice>,
+    allow_hosts: &[String],
+) -> Result<(Option<NetworkPolicy>, Vec<String>), AllowlistError> {
+    let network = match (network, allow_hosts.is_empty()) {
+        (None, true) => return Ok((None, Vec::new())),
+        (Some(NetworkChoice::Deny), false) => return Err(AllowlistError::OtherNetwork("deny")),
+        (Some(NetworkChoice::Egress), false) => return Err(AllowlistError::OtherNetwork("egress")),
+        (Some(NetworkChoice::Allowlist), true) => return Err(AllowlistError::Empty),
+        (Some(other), true) => return Ok((Some(other.into()), Vec::new())),
+        (None | Some(NetworkChoice::Allowlist), false) => NetworkPolicy::Allowlist,
+    };
+    let policy = Policy::parse(allow_hosts)?;
+    Ok((Some(network), policy.into()))
+}
+
+/// The same rule on a spec, however it was made: entries exactly with an
+/// allowlist, and every entry one the proxy takes.
+pub fn check_spec(network: Option<NetworkPolicy>, allow_hosts: &[String]) -> Result<(), AllowlistError> {
+    match (network, allow_hosts.is_empty()) {
+        (Some(NetworkPolicy::Allowlist), true) => Err(AllowlistError::Empty),
+        (Some(NetworkPolicy::Allowlist), false) => Policy::parse(allow_hosts).map(drop).map_err(Into::into),
+        (_, true) => Ok(()),
+        (Some(NetworkPolicy::Denied), false) => Err(AllowlistError::OtherNetwork("deny")),
+        (Some(NetworkPolicy::Egress), false) => Err(AllowlistError::OtherNetwork("egress")),
+        (None, false) => Err(AllowlistError::OtherNetwork("default")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts(h: &[&str]) -> Vec<String> {
+        h.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn entries_alone_make_an_allowlist_in_canonical_spelling() {
+        let (network, entries) =
+            requested(None, &hosts(&["Allowed.Test.:8080", "*.example.com", "10.0.0.0/8"])).unwrap();
+        assert_eq!(network, Some(NetworkPolicy::Allowlist));
+        assert_eq!(entries, hosts(&["allowed.test:8080", "*.example.com", "10.0.0.0/8"]));
+        let (network, _) = requested(Some(NetworkChoice::Allowlist), &hosts(&["a.test"])).unwrap();
+        assert_eq!(network, Some(NetworkPolicy::Allowlist));
+        assert_eq!(requested(None, &[]).unwrap(), (None, Vec::new()));
+        assert_eq!(requested(Some(NetworkChoice::Egress), &[]).unwrap(), (Some(NetworkPolicy::Egress), Vec::new()));
+    }
+
+    #[test]
+    fn a_bad_entry_is_one_line_naming_it_and_the_rule() {
+        let err = requested(None, &hosts(&["good.test", "*.com", "bad entry"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"allow entry "*.com": a wildcard must be below a name of two labels or more (*.example.com, not *.com)"#
+        );
+        let err = requested(None, &hosts(&["a.test:0"])).unwrap_err().to_string();
+        assert_eq!(err, r#"allow entry "a.test:0": the port must be a number from 1 to 65535"#);
+        assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn an_allowlist_and_its_entries_come_together() {
+        assert_eq!(requested(Some(NetworkChoice::Allowlist), &[]).unwrap_err(), AllowlistError::Empty);
+        let err = requested(Some(NetworkChoice::Egress), &hosts(&["a.test"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "allow_hosts goes with network allowlist (or no network given), not network egress; leave out one of them"
+        );
+        assert_eq!(
+            requested(Some(NetworkChoice::Deny), &hosts(&["a.test"])).unwrap_err(),
+            AllowlistError::OtherNetwork("deny")
+        );
+        assert_eq!(check_spec(Some(NetworkPolicy::Allowlist), &[]), Err(AllowlistError::Empty));
+        assert_eq!(check_spec(None, &hosts(&["a.test"])), Err(AllowlistError::OtherNetwork("default")));
+        assert!(matches!(check_spec(Some(NetworkPolicy::Allowlist), &hosts(&["*"])), Err(AllowlistError::Entry(_))));
+        assert_eq!(check_spec(Some(NetworkPolicy::Allowlist), &hosts(&["a.test"])), Ok(()));
+        assert_eq!(check_spec(Some(NetworkPolicy::Egress), &[]), Ok(()));
+    }
+
+    #[test]
+    fn a_bus_request_carries_allow_hosts_into_the_spec() {
+        use crate::request::CreateRequest;
+        use tinybox_sdk::model::SandboxName;
+        let request: CreateRequest =
+            serde_json::from_value(serde_json::json!({"sandbox": "namespace", "allow_hosts": ["A.test:8080"]}))
+                .unwrap();
+        let spec = request.spec(SandboxName::new("namespace").unwrap(), None).unwrap();
+        assert_eq!((spec.network, spec.allow_hosts), (Some(NetworkPolicy::Allowlist), hosts(&["a.test:8080"])));
+        let bad: CreateRequest = serde_json::from_value(serde_json::json!({"allow_hosts": ["127.1"]})).unwrap();
+        let err = bad.spec(SandboxName::new("namespace").unwrap(), None).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
+        assert!(err.to_string().starts_with(r#"allow entry "127.1": "#), "{err}");
+        // Left out, the field is not written: older readers see the request they know.
+        assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("allow_hosts").is_none());
+    }
+}

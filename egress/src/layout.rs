@@ -1,0 +1,19 @@
+//! What one box's proxy directory holds, by name. Core makes the
+//! directory and writes the policy; the proxy (`tinybox-egress serve`)
+//! writes the rest. Shared here so the two never disagree.
+
+/// The allowlist, as [`crate::Policy`] serializes it: a JSON list of entries.
+pub const POLICY: &str = "policy.json";
+/// The proxy's UNIX socket, bound relative to the directory (so the
+/// directory's path may be longer than a socket address holds).
+pub const SOCKET: &str = "proxy.sock";
+/// The decision log, one JSON line per client connection.
+pub const DECISIONS: &str = "decisions.jsonl";
+/// The proxy's pid, written (atomically) once it listens.
+pub const PID: &str = "pid";
+/// The proxy's own stderr.
+pub const STDERR: &str = "proxy.log";
+/// Held (flock) by whoever checks or starts the proxy.
+pub const LOCK: &str = "lock";
+/// What the proxy prints on stdout, one line, once it listens.
+pub const READY: &str = "ready";
