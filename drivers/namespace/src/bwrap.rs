@@ -239,6 +239,7 @@ mod tests {
             env: &env,
             share_net: false,
             cgroups: &[],
+            cgroup_v2: false,
             terminal: false,
             egress: Some(&egress),
         };
