@@ -30,7 +30,7 @@ impl Verifier for Kit {
         if !self.json {
             eprintln!("tinybox: {what}");
         }
-        let opts = Options { image: None, create_options: options.clone() };
+        let opts = Options { image: None, create_options: options.clone(), egress_target: None };
         let report = crate::progress::spin(self.json, what, verify::verify(engine, sandbox.as_str(), &opts)).await?;
         report.verdict(engine.now()).ok_or_else(|| {
             Error::NotVerifiable(format!("sandbox {sandbox}'s driver binary cannot be read, so no verdict can be kept"))

@@ -31,6 +31,16 @@ pub enum Claim {
     NetworkDeny,
     NetworkNoRouteToHost,
     NetworkNoHostSockets,
+    AllowlistListedNameReached,
+    AllowlistUnlistedNameRefused,
+    AllowlistAddressLiteralRefused,
+    AllowlistNoDirectConnection,
+    AllowlistNoProxyFails,
+    AllowlistRebindingRefused,
+    AllowlistNoDns,
+    AllowlistHttpsConnect,
+    AllowlistSniMismatchRefused,
+    AllowlistRedirectRefused,
     SnapshotFilesystem,
     FeatureFork,
     FeaturePortForward,
@@ -52,6 +62,9 @@ pub enum Requirement {
     /// `resource_limits` with this limit.
     Limit(Limit),
     NetworkDeny,
+    /// `network_allowlist`, and a target to probe it against (the kit's
+    /// egress target, docs/specs/conformance.md).
+    NetworkAllowlist,
     /// Any snapshot support.
     Snapshot,
     Feature(Feature),
@@ -61,7 +74,7 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 32] = [
+    pub const ALL: [Claim; 42] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
         Claim::ProcessCannotPtraceCaller,
@@ -83,6 +96,16 @@ impl Claim {
         Claim::NetworkDeny,
         Claim::NetworkNoRouteToHost,
         Claim::NetworkNoHostSockets,
+        Claim::AllowlistListedNameReached,
+        Claim::AllowlistUnlistedNameRefused,
+        Claim::AllowlistAddressLiteralRefused,
+        Claim::AllowlistNoDirectConnection,
+        Claim::AllowlistNoProxyFails,
+        Claim::AllowlistRebindingRefused,
+        Claim::AllowlistNoDns,
+        Claim::AllowlistHttpsConnect,
+        Claim::AllowlistSniMismatchRefused,
+        Claim::AllowlistRedirectRefused,
         Claim::SnapshotFilesystem,
         Claim::FeatureFork,
         Claim::FeaturePortForward,
@@ -120,6 +143,16 @@ impl Claim {
             Claim::NetworkDeny => "network.deny",
             Claim::NetworkNoRouteToHost => "network.no_route_to_host",
             Claim::NetworkNoHostSockets => "network.no_host_sockets",
+            Claim::AllowlistListedNameReached => "network.allowlist.listed_name_reached",
+            Claim::AllowlistUnlistedNameRefused => "network.allowlist.unlisted_name_refused",
+            Claim::AllowlistAddressLiteralRefused => "network.allowlist.address_literal_refused",
+            Claim::AllowlistNoDirectConnection => "network.allowlist.no_direct_connection",
+            Claim::AllowlistNoProxyFails => "network.allowlist.without_proxy_fails",
+            Claim::AllowlistRebindingRefused => "network.allowlist.rebinding_refused",
+            Claim::AllowlistNoDns => "network.allowlist.no_dns",
+            Claim::AllowlistHttpsConnect => "network.allowlist.https_connect",
+            Claim::AllowlistSniMismatchRefused => "network.allowlist.sni_mismatch_refused",
+            Claim::AllowlistRedirectRefused => "network.allowlist.redirect_refused",
             Claim::SnapshotFilesystem => "snapshot.filesystem",
             Claim::FeatureFork => "feature.fork",
             Claim::FeaturePortForward => "feature.port_forward",
@@ -162,6 +195,16 @@ impl Claim {
             Claim::LimitPids => Requirement::Limit(Limit::Pids),
             Claim::LimitDisk => Requirement::Limit(Limit::Disk),
             Claim::NetworkDeny | Claim::NetworkNoRouteToHost | Claim::NetworkNoHostSockets => Requirement::NetworkDeny,
+            Claim::AllowlistListedNameReached
+            | Claim::AllowlistUnlistedNameRefused
+            | Claim::AllowlistAddressLiteralRefused
+            | Claim::AllowlistNoDirectConnection
+            | Claim::AllowlistNoProxyFails
+            | Claim::AllowlistRebindingRefused
+            | Claim::AllowlistNoDns
+            | Claim::AllowlistHttpsConnect
+            | Claim::AllowlistSniMismatchRefused
+            | Claim::AllowlistRedirectRefused => Requirement::NetworkAllowlist,
             Claim::SnapshotFilesystem => Requirement::Snapshot,
             Claim::FeatureFork => Requirement::Feature(Feature::Fork),
             Claim::FeaturePortForward => Requirement::Feature(Feature::PortForward),
@@ -195,6 +238,7 @@ impl Claim {
             Requirement::Isolation(level) => caps.isolation >= level,
             Requirement::Limit(l) => caps.has(&Feature::ResourceLimits) && caps.limits.contains(&l),
             Requirement::NetworkDeny => caps.network_deny,
+            Requirement::NetworkAllowlist => caps.has(&Feature::NetworkAllowlist),
             Requirement::Snapshot => caps.snapshot != SnapshotSupport::None,
             Requirement::Feature(f) => caps.has(&f),
             Requirement::Protocol => true,
@@ -261,6 +305,7 @@ mod tests {
                 Requirement::Isolation(_) => "isolation.",
                 Requirement::Limit(_) => "limit.",
                 Requirement::NetworkDeny => "network.",
+                Requirement::NetworkAllowlist => "network.allowlist.",
                 Requirement::Snapshot => "snapshot.",
                 Requirement::Feature(_) => "feature.",
                 Requirement::Protocol => "protocol.",

@@ -11,7 +11,9 @@
 //! (`trust::Verifier`, `store::verdicts::Verdict`); a front end that can run
 //! the kit implements the former with [`verify`] and [`Report::verdict`].
 
+mod allowlist;
 mod claim;
+mod client_hello;
 mod levels;
 mod privilege;
 mod probes;
@@ -29,6 +31,7 @@ use tinybox_sdk::model::{
     SandboxName, SourceKind, WorkspaceSource,
 };
 
+pub use allowlist::{EgressTarget, TargetError};
 pub use claim::{Claim, Requirement};
 pub use run::{GUARD, Output, run};
 use tinybox_core::Tinybox;
@@ -53,6 +56,9 @@ pub struct Options {
     /// Sandbox-specific create options (`spec.options`) for every box the
     /// kit makes, e.g. `accel=tcg` for a microVM on a machine without KVM.
     pub create_options: BTreeMap<String, String>,
+    /// The caller's test services the allowlist claims probe against
+    /// (`--egress-target FILE`); without it they are SKIPPED.
+    pub egress_target: Option<EgressTarget>,
 }
 
 /// One claim's verdict.
@@ -113,6 +119,10 @@ pub struct Report {
     pub create_options: BTreeMap<String, String>,
     pub claims: Vec<Finding>,
     pub operations: Vec<Operation>,
+    /// The test services the allowlist claims were probed against (absent
+    /// when none were given, and the allowlist claims were skipped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress_target: Option<EgressTarget>,
 }
 
 impl Report {
@@ -126,15 +136,23 @@ impl Report {
     /// the engine may rely on the declaration (core's `trust`) — only when
     /// no claim failed AND none was skipped: a claim whose probe could not
     /// run is unproven, and a driver that cannot even run `true` would
-    /// otherwise skip every claim and look verified.
+    /// otherwise skip every claim and look verified. The one exception is
+    /// the allowlist claims of a run given no egress target: they need the
+    /// caller's own test services, which the engine's first-use run never
+    /// has, and the allowlist is held to its declaration by the gate, not
+    /// by trust. They are reported (and counted) SKIPPED all the same.
     pub fn verdict(&self, now: u64) -> Option<Verdict> {
         let digest = self.driver_path.as_deref().and_then(|p| verdicts::digest(std::path::Path::new(p)))?;
         let count = |s: Status| self.claims.iter().filter(|c| c.status == s).count();
+        let untargeted = |c: &&Finding| {
+            self.egress_target.is_none() && c.claim.requirement() == Requirement::NetworkAllowlist
+        };
+        let unproven = self.claims.iter().filter(|c| c.status == Status::Skipped).filter(|c| !untargeted(c)).count();
         Some(Verdict {
             sandbox: self.sandbox.clone(),
             digest,
             declared: Some(self.declared.clone()),
-            passed: self.passed() && count(Status::Skipped) == 0,
+            passed: self.passed() && unproven == 0,
             passes: count(Status::Pass),
             fails: count(Status::Fail),
             skipped: count(Status::Skipped),
@@ -226,6 +244,7 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
         sandbox,
         caps: caps.clone(),
         create_options: opts.create_options.clone(),
+        egress_target: opts.egress_target.clone(),
         box_isolation: None,
         claims: Vec::new(),
         operations: Vec::new(),
@@ -259,6 +278,7 @@ struct Kit<'a> {
     pub caps: SandboxCapabilities,
     /// Put into every box's spec.
     create_options: BTreeMap<String, String>,
+    egress_target: Option<EgressTarget>,
     /// The isolation the engine recorded for the kit's first box, which a
     /// driver may put below its declaration for the options it was given.
     box_isolation: Option<IsolationLevel>,
@@ -278,6 +298,7 @@ impl Kit<'_> {
             create_options: self.create_options,
             claims,
             operations: self.operations,
+            egress_target: self.egress_target,
         }
     }
 
@@ -396,7 +417,11 @@ impl Kit<'_> {
             self.env_round_trip(source.clone()).await;
         }
         if Claim::FeaturePortForward.declared_by(&self.caps) {
-            self.port_forward(source).await;
+            self.port_forward(source.clone()).await;
+        }
+        if Claim::AllowlistListedNameReached.declared_by(&self.caps) {
+            let target = self.egress_target.clone();
+            self.allowlist(source, target.as_ref()).await;
         }
         self.skip_all("no probe ran");
     }
@@ -413,7 +438,8 @@ impl Kit<'_> {
             self.record(Claim::ProtocolCancellation, status, detail, Some(t.elapsed()));
         }
         for claim in Claim::properties() {
-            let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip);
+            let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip)
+                || claim.requirement() == Requirement::NetworkAllowlist;
             if !claim.declared_by(&self.caps) || own_box {
                 continue;
             }
@@ -528,6 +554,7 @@ mod tests {
                 .map(|(s, c)| Finding { claim: c, status: *s, detail: String::new(), latency_ms: None })
                 .collect(),
             operations: Vec::new(),
+            egress_target: None,
         }
     }
 

@@ -94,6 +94,16 @@ pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &Bo
         Claim::ProcessEnvRoundTrip
         | Claim::FeatureFork
         | Claim::FeaturePortForward
+        | Claim::AllowlistListedNameReached
+        | Claim::AllowlistUnlistedNameRefused
+        | Claim::AllowlistAddressLiteralRefused
+        | Claim::AllowlistNoDirectConnection
+        | Claim::AllowlistNoProxyFails
+        | Claim::AllowlistRebindingRefused
+        | Claim::AllowlistNoDns
+        | Claim::AllowlistHttpsConnect
+        | Claim::AllowlistSniMismatchRefused
+        | Claim::AllowlistRedirectRefused
         | Claim::ProtocolCallBeforeHandshake
         | Claim::ProtocolIncompatibleVersion
         | Claim::ProtocolUnknownMethod

@@ -24,12 +24,20 @@ pub struct VerifyCmd {
     /// A sandbox-specific create option for every box the kit makes: KEY=VALUE (repeatable).
     #[arg(long = "option", value_parser = args::parse_option, value_name = "KEY=VALUE")]
     pub options: Vec<(String, String)>,
+    /// A JSON file naming the caller's test services for the allowlist
+    /// claims (docs/specs/conformance.md); without it they are skipped.
+    #[arg(long, value_name = "FILE", env = "TINYBOX_VERIFY_EGRESS")]
+    pub egress_target: Option<std::path::PathBuf>,
 }
 
 impl VerifyCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let create_options = merge_options(self.options.iter().cloned(), self.accel.as_deref())?;
-        let opts = Options { image: Some(self.image), create_options };
+        let egress_target = match &self.egress_target {
+            Some(path) => Some(verify::EgressTarget::from_file(path).map_err(|e| Error::NotVerifiable(e.to_string()))?),
+            None => None,
+        };
+        let opts = Options { image: Some(self.image), create_options, egress_target };
         let report = verify::verify(&app.engine, &self.name, &opts).await?;
         let passed = report.passed();
         if let Some(verdict) = report.verdict(app.engine.now())
