@@ -17,3 +17,9 @@ pub const STDERR: &str = "proxy.log";
 pub const LOCK: &str = "lock";
 /// What the proxy prints on stdout, one line, once it listens.
 pub const READY: &str = "ready";
+
+/// Test-only, for the conformance suite's negative control: `1` in the
+/// proxy's environment (core passes it on from its own) turns the SNI check
+/// off (`Config::check_sni`), so the kit's SNI claim can be seen to fail.
+/// Nothing but tests/tests/verify_egress.rs sets it (ADR 0020).
+pub const UNCHECKED_SNI_VAR: &str = "TINYBOX_EGRESS_TEST_UNCHECKED_SNI";

@@ -42,6 +42,7 @@ pub async fn serve_dir(dir: &Path, resolver: &ResolverChoice, ready: impl FnOnce
     let log = DecisionLog::append_to(Path::new(layout::DECISIONS))?;
     let mut config = Config::new(policy, crate::host_addresses()?, resolver, log);
     config.timeouts = timeouts;
+    config.check_sni = std::env::var_os(layout::UNCHECKED_SNI_VAR).is_none_or(|v| v != "1");
     write_pid()?;
     ready();
     tokio::select! {

@@ -68,6 +68,17 @@ impl TestHost {
 
     /// Starts one running `service`, or `None` where namespaces cannot be made.
     pub fn serving(tag: &str, service: Service) -> Option<TestHost> {
+        let port = match service {
+            Service::Hello => 18_000 + (std::process::id() % 10_000 % 1000) as u16,
+            Service::Http => HTTP_PORT,
+        };
+        TestHost::running(tag, port, &|addr| server_program(service, addr, port))
+    }
+
+    /// Starts one running the Python program `program(addr)` gives (it
+    /// must print `ready` once it listens on `addr`, `port` its main port),
+    /// or `None` where namespaces cannot be made.
+    pub fn running(tag: &str, port: u16, program: &dyn Fn(&str) -> String) -> Option<TestHost> {
         if rustix::process::getuid().as_raw() != 0 || !crate::have("ip") {
             return None;
         }
@@ -91,11 +102,7 @@ impl TestHost {
             let _ = ip(&["link", "del", &veth]);
             return None;
         }
-        let port = match service {
-            Service::Hello => 18_000 + (id % 1000) as u16,
-            Service::Http => HTTP_PORT,
-        };
-        let server = server_program(service, &addr, port);
+        let server = program(&addr);
         let mut listener = Command::new("ip")
             .args(["netns", "exec", &ns, "python3", "-c", &server])
             .stdout(Stdio::piped())

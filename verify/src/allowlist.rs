@@ -74,9 +74,11 @@ impl EgressTarget {
     }
 
     fn check(&self) -> Result<(), String> {
-        for (field, name) in
-            [("allowed_name", &self.allowed_name), ("refused_name", &self.refused_name), ("rebind_name", &self.rebind_name)]
-        {
+        for (field, name) in [
+            ("allowed_name", &self.allowed_name),
+            ("refused_name", &self.refused_name),
+            ("rebind_name", &self.rebind_name),
+        ] {
             if !plain_name(name) {
                 return Err(format!("{field} {name:?} must be a host name of letters, digits, dots and dashes"));
             }
@@ -84,7 +86,10 @@ impl EgressTarget {
         let path_ok = self.redirect_path.starts_with('/')
             && self.redirect_path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-._".contains(&b));
         if !path_ok {
-            return Err(format!("redirect_path {:?} must start with / and hold only letters, digits and /-._", self.redirect_path));
+            return Err(format!(
+                "redirect_path {:?} must start with / and hold only letters, digits and /-._",
+                self.redirect_path
+            ));
         }
         Ok(())
     }
@@ -352,9 +357,15 @@ impl Kit<'_> {
         Ok(if !reached.is_empty() {
             (Status::Fail, format!("the box reached the DNS server {ip}: {}", reached.join(", ")))
         } else if out.stdout.contains("udp=untested") {
-            (Status::Skipped, format!("TCP to {ip} failed ({}), but the box has no python3 to try UDP", seen.join(", ")))
+            (
+                Status::Skipped,
+                format!("TCP to {ip} failed ({}), but the box has no python3 to try UDP", seen.join(", ")),
+            )
         } else if seen.len() < 4 {
-            (Status::Fail, format!("the probe did not finish ({}): {} {}", out.status, seen.join(", "), out.stderr_line()))
+            (
+                Status::Fail,
+                format!("the probe did not finish ({}): {} {}", out.status, seen.join(", "), out.stderr_line()),
+            )
         } else {
             (Status::Pass, format!("no DNS server reached from the box: {}", seen.join(", ")))
         })
@@ -402,10 +413,9 @@ impl Kit<'_> {
             (_, s) if s.iter().any(|d| d.decision == Decided::Allowed) => {
                 (Status::Fail, format!("the redirect to {} was let through: {}", t.refused_name, shown.join("; ")))
             }
-            (Some(a), [r, ..]) if a.decision == Decided::Allowed && f.rc != Some(0) => (
-                Status::Pass,
-                format!("the first request was allowed, the redirected one refused ({})", r.reason),
-            ),
+            (Some(a), [r, ..]) if a.decision == Decided::Allowed && f.rc != Some(0) => {
+                (Status::Pass, format!("the first request was allowed, the redirected one refused ({})", r.reason))
+            }
             (Some(a), []) if a.decision == Decided::Allowed => (
                 Status::Skipped,
                 format!("wget did not follow the redirect to {} (status {:?}): inconclusive", t.refused_name, f.rc),
@@ -455,7 +465,12 @@ fn reached_verdict(f: &Fetch, log: &[Decision], name: &str) -> Verdict {
     match (f.rc, allowed) {
         (Some(0), Some(d)) if !f.body.is_empty() => (
             Status::Pass,
-            format!("{} bytes from {name} through the proxy ({}, {})", f.body.len(), show(d), d.address.map_or_else(String::new, |a| a.to_string())),
+            format!(
+                "{} bytes from {name} through the proxy ({}, {})",
+                f.body.len(),
+                show(d),
+                d.address.map_or_else(String::new, |a| a.to_string())
+            ),
         ),
         _ => (
             Status::Fail,
@@ -493,15 +508,23 @@ fn tunnel_verdict(reply: &[u8], log: &[Decision], authority: &str, sni: &str, mi
     let shown = connects.iter().map(|d| show(d)).collect::<Vec<_>>().join("; ");
     match mismatch {
         None => match (answered, connects.iter().find(|d| d.decision == Decided::Allowed)) {
-            (true, Some(_)) => (Status::Pass, format!("CONNECT {authority}, SNI {sni}: the TLS server's ServerHello came back ({shown})")),
+            (true, Some(_)) => (
+                Status::Pass,
+                format!("CONNECT {authority}, SNI {sni}: the TLS server's ServerHello came back ({shown})"),
+            ),
             _ => (
                 Status::Fail,
-                format!("CONNECT {authority} with SNI {sni} did not reach the TLS server ({} reply bytes; decisions: {shown})", reply.len()),
+                format!(
+                    "CONNECT {authority} with SNI {sni} did not reach the TLS server ({} reply bytes; decisions: {shown})",
+                    reply.len()
+                ),
             ),
         },
         Some(_) if answered => (
             Status::Fail,
-            format!("a tunnel to {authority} carried a ClientHello naming {sni} to the TLS server: the proxy does not check SNI ({shown})"),
+            format!(
+                "a tunnel to {authority} carried a ClientHello naming {sni} to the TLS server: the proxy does not check SNI ({shown})"
+            ),
         ),
         Some(works) => match connects.iter().find(|d| d.decision == Decided::Refused && d.reason.starts_with("sni")) {
             Some(d) => (Status::Pass, format!("CONNECT {authority} with SNI {sni} was refused: {}", d.reason)),
@@ -509,7 +532,10 @@ fn tunnel_verdict(reply: &[u8], log: &[Decision], authority: &str, sni: &str, mi
                 Status::Skipped,
                 format!("inconclusive: a tunnel to {authority} does not work even with the right SNI ({shown})"),
             ),
-            None => (Status::Fail, format!("the proxy logged no SNI refusal for CONNECT {authority} with SNI {sni} ({shown})")),
+            None => (
+                Status::Fail,
+                format!("the proxy logged no SNI refusal for CONNECT {authority} with SNI {sni} ({shown})"),
+            ),
         },
     }
 }
@@ -572,7 +598,8 @@ mod tests {
         assert_eq!(tunnel_verdict(&closed, &allowed, "allowed.test:8443", "allowed.test", None).0, Status::Fail);
         // A foreign SNI that reaches the server fails, whatever was logged.
         assert_eq!(tunnel_verdict(&reply, &allowed, "allowed.test:8443", "other.test", Some(true)).0, Status::Fail);
-        let refused = [decision(Method::Connect, "allowed.test", Decided::Refused, "sni \"other.test\" does not match")];
+        let refused =
+            [decision(Method::Connect, "allowed.test", Decided::Refused, "sni \"other.test\" does not match")];
         assert_eq!(tunnel_verdict(&closed, &refused, "allowed.test:8443", "other.test", Some(true)).0, Status::Pass);
         assert_eq!(tunnel_verdict(&closed, &[], "allowed.test:8443", "other.test", Some(true)).0, Status::Fail);
         assert_eq!(tunnel_verdict(&closed, &[], "allowed.test:8443", "other.test", Some(false)).0, Status::Skipped);

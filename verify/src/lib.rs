@@ -144,9 +144,8 @@ impl Report {
     pub fn verdict(&self, now: u64) -> Option<Verdict> {
         let digest = self.driver_path.as_deref().and_then(|p| verdicts::digest(std::path::Path::new(p)))?;
         let count = |s: Status| self.claims.iter().filter(|c| c.status == s).count();
-        let untargeted = |c: &&Finding| {
-            self.egress_target.is_none() && c.claim.requirement() == Requirement::NetworkAllowlist
-        };
+        let untargeted =
+            |c: &&Finding| self.egress_target.is_none() && c.claim.requirement() == Requirement::NetworkAllowlist;
         let unproven = self.claims.iter().filter(|c| c.status == Status::Skipped).filter(|c| !untargeted(c)).count();
         Some(Verdict {
             sandbox: self.sandbox.clone(),

@@ -138,6 +138,11 @@ fn start(dir: &ProxyDir, program: &Path, resolver: Option<SocketAddr>) -> Result
     // Detached: its own process group, so a Ctrl-C at the caller's
     // terminal does not reach it, and nothing of the caller's environment.
     command.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).process_group(0);
+    // The conformance suite's negative control only (ADR 0020): a proxy
+    // that does not check SNI, which the kit's SNI claim must catch.
+    if std::env::var_os(layout::UNCHECKED_SNI_VAR).is_some_and(|v| v == "1") {
+        command.env(layout::UNCHECKED_SNI_VAR, "1");
+    }
     let mut child = command.spawn().map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
     let stdout = child.stdout.take().ok_or_else(|| fail("no pipe from the proxy".into()))?;
     let (tx, rx) = std::sync::mpsc::channel();

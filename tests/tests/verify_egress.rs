@@ -1,0 +1,202 @@
+//! `tinybox drivers verify namespace --egress-target FILE`: the kit's
+//! allowlist claims, live, against test services of our own — a test host
+//! in a network namespace (HTTP with a redirect to a refused name, TLS with
+//! a self-signed certificate) and a DNS server on 127.0.0.1 that knows the
+//! test names. Nothing leaves this machine. Then the negative control: the
+//! same run with the box's proxy not checking SNI (the hidden test switch
+//! of ADR 0020) fails the SNI claim by name.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use serde_json::Value;
+use tinybox_tests::dns::DnsServer;
+use tinybox_tests::netns::{HTTP_PORT, TestHost};
+use tinybox_tests::{Cli, have, skip};
+
+const TEST: &str = "verify_egress::the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks";
+const HTTPS_PORT: u16 = 8443;
+
+/// Every allowlist claim, in report order.
+const ALLOWLIST_CLAIMS: &[&str] = &[
+    "network.allowlist.listed_name_reached",
+    "network.allowlist.unlisted_name_refused",
+    "network.allowlist.address_literal_refused",
+    "network.allowlist.no_direct_connection",
+    "network.allowlist.without_proxy_fails",
+    "network.allowlist.rebinding_refused",
+    "network.allowlist.no_dns",
+    "network.allowlist.https_connect",
+    "network.allowlist.sni_mismatch_refused",
+    "network.allowlist.redirect_refused",
+];
+
+/// The test host: HTTP on [`HTTP_PORT`] (`/redirect` answers 302 to
+/// `http://other.test:8080/`, anything else 200 with a line naming the
+/// request) and TLS on [`HTTPS_PORT`] with the certificate in `cert_dir`.
+fn program(addr: &str, cert_dir: &Path) -> String {
+    let cert = cert_dir.join("cert.pem");
+    let key = cert_dir.join("key.pem");
+    format!(
+        r#"import socket,ssl,threading
+ctx=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain('{cert}','{key}')
+def http(c):
+ data=b''
+ c.settimeout(10)
+ try:
+  while b'\r\n\r\n' not in data:
+   d=c.recv(4096)
+   if not d: break
+   data+=d
+  line=data.split(b'\r\n',1)[0].decode('latin1')
+  if ' /redirect ' in line:
+   c.sendall(b'HTTP/1.0 302 Found\r\nLocation: http://other.test:{HTTP_PORT}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+  else:
+   body=('hello from the test host: '+line+'\n').encode()
+   c.sendall(b'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n' % len(body)+body)
+ except Exception: pass
+ c.close()
+def tls(c):
+ try:
+  c.settimeout(10)
+  t=ctx.wrap_socket(c,server_side=True)
+  t.sendall(b'hello over tls\n')
+  t.close()
+ except Exception:
+  c.close()
+def listen(port,serve):
+ s=socket.socket()
+ s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+ s.bind(('{addr}',port))
+ s.listen(16)
+ def loop():
+  while True:
+   c,_=s.accept()
+   threading.Thread(target=serve,args=(c,),daemon=True).start()
+ threading.Thread(target=loop,daemon=True).start()
+listen({HTTP_PORT},http)
+listen({HTTPS_PORT},tls)
+print('ready',flush=True)
+threading.Event().wait()
+"#,
+        cert = cert.display(),
+        key = key.display(),
+    )
+}
+
+/// A self-signed certificate for allowed.test, made with openssl.
+fn self_signed(dir: &Path) -> bool {
+    std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=allowed.test", "-keyout"])
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `tinybox --json drivers verify namespace --egress-target FILE` with the
+/// proxy resolving through `dns` and `extra` in the environment.
+fn verify(cli: &Cli, dns: &DnsServer, target: &Path, extra: &[(&str, &str)]) -> (i32, Value) {
+    let target = target.to_str().unwrap();
+    let mut cmd = cli.cmd_with_drivers(&[], &["--json", "drivers", "verify", "namespace", "--egress-target", target]);
+    cmd.env("TINYBOX_EGRESS_RESOLVER", dns.addr.to_string()).stdin(std::process::Stdio::null());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run tinybox");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn claim<'a>(v: &'a Value, name: &str) -> &'a Value {
+    let claims = v["report"]["claims"].as_array().expect("claims");
+    claims.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no claim {name} in {v}"))
+}
+
+fn assert_status(v: &Value, name: &str, want: &str) {
+    let c = claim(v, name);
+    assert_eq!(c["status"], want, "{name}: {}", serde_json::to_string_pretty(&v["report"]["claims"]).unwrap());
+}
+
+#[test]
+fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks() {
+    if !have("bwrap") {
+        return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
+    }
+    for program in ["openssl", "python3"] {
+        if !have(program) {
+            return skip(TEST, &format!("{program} is not installed (contrib/setup/install-deps)"));
+        }
+    }
+    let certs = tempfile::tempdir().unwrap();
+    assert!(self_signed(certs.path()), "openssl could not make a self-signed certificate");
+    let Some(peer) = TestHost::running("kit", HTTP_PORT, &|addr| program(addr, certs.path())) else {
+        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    };
+    let peer_ip: Ipv4Addr = peer.addr.parse().unwrap();
+    let dns =
+        DnsServer::start(&[("allowed.test", peer_ip), ("other.test", peer_ip), ("rebind.test", Ipv4Addr::LOCALHOST)]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("egress-target.json");
+    let body = serde_json::json!({
+        "dns": dns.addr.to_string(),
+        "test_host": peer.addr,
+        "allowed_name": "allowed.test",
+        "http_port": HTTP_PORT,
+        "https_port": HTTPS_PORT,
+        "refused_name": "other.test",
+        "rebind_name": "rebind.test",
+        "unlisted_address": peer.host_addr,
+        "redirect_path": "/redirect",
+    });
+    std::fs::write(&target, body.to_string()).unwrap();
+
+    let cli = Cli::new();
+    let (code, v) = verify(&cli, &dns, &target, &[]);
+    for name in ALLOWLIST_CLAIMS {
+        assert_status(&v, name, "pass");
+    }
+    assert_eq!(code, 0, "{v}");
+    let reached = claim(&v, "network.allowlist.listed_name_reached")["detail"].as_str().unwrap();
+    assert!(reached.contains(&format!("{}:{HTTP_PORT}", peer.addr)), "the address connected to: {reached}");
+    let sni = claim(&v, "network.allowlist.sni_mismatch_refused")["detail"].as_str().unwrap();
+    assert!(sni.contains("sni \"other.test\" does not match"), "{sni}");
+    assert_eq!(v["report"]["egress_target"]["test_host"], peer.addr, "the report names its target");
+    assert_eq!(
+        v["report"]["egress_target"]["unlisted_address"].as_str().map(str::parse::<IpAddr>).and_then(Result::ok),
+        peer.host_addr.parse().ok()
+    );
+
+    // The negative control: the box's proxy started without its SNI check.
+    let (code, v) = verify(&cli, &dns, &target, &[("TINYBOX_EGRESS_TEST_UNCHECKED_SNI", "1")]);
+    assert_status(&v, "network.allowlist.sni_mismatch_refused", "fail");
+    let said = claim(&v, "network.allowlist.sni_mismatch_refused")["detail"].as_str().unwrap();
+    assert!(said.contains("the proxy does not check SNI"), "{said}");
+    assert_status(&v, "network.allowlist.https_connect", "pass");
+    assert_status(&v, "network.allowlist.unlisted_name_refused", "pass");
+    assert_eq!(code, 1, "a proxy without SNI checks must not verify");
+    assert_eq!(v["passed"], false);
+
+    let (code, out, _) = cli.run(&["--json", "ls"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), serde_json::json!([]), "boxes left: {out}");
+}
+
+#[test]
+fn a_bad_egress_target_is_one_line_naming_the_file() {
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.json");
+    std::fs::write(&target, "{\"dns\": \"127.0.0.1:53\"}").unwrap();
+    let (code, _, err) = cli.run(&["drivers", "verify", "passthrough", "--egress-target", target.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with(&format!("tinybox: egress target {}: missing field", target.display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
