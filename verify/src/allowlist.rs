@@ -8,14 +8,14 @@
 //! test services of its own in an [`EgressTarget`] (`--egress-target FILE`).
 //! Without one every allowlist claim is SKIPPED, saying so.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tinybox_core::egress::{Decision, Method, Verdict as Decided};
 use tinybox_sdk::model::{BoxId, NetworkPolicy, WorkspaceSource};
 
 use super::client_hello::{client_hello, is_server_hello, printf_octal};
+use super::egress_target::EgressTarget;
 use super::{Claim, Kit, Output, Status, run};
 
 type Verdict = (Status, String);
@@ -23,99 +23,6 @@ type Verdict = (Status, String);
 /// How long the kit waits for the proxy to log a connection the box's
 /// client has finished with (a tunnel's decision is written when it ends).
 const LOG_WAIT: Duration = Duration::from_secs(10);
-
-/// The test services an allowlist box is probed against, all the caller's:
-/// a JSON object in the file `--egress-target` names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EgressTarget {
-    /// The DNS server the proxy resolves with (`TINYBOX_EGRESS_RESOLVER`
-    /// must name it); the box must not reach it.
-    pub dns: SocketAddr,
-    /// The test host's address: `allowed_name` resolves to it, and it
-    /// serves HTTP on `http_port` and TLS on `https_port`.
-    pub test_host: IpAddr,
-    pub allowed_name: String,
-    pub http_port: u16,
-    /// A TLS server (any certificate, a self-signed one will do).
-    pub https_port: u16,
-    /// A name the DNS server resolves (to the test host) that the kit never lists.
-    pub refused_name: String,
-    /// A name the DNS server resolves to a private or loopback address; the
-    /// kit lists it by name.
-    pub rebind_name: String,
-    /// An address the kit never lists, for the address-literal probe.
-    pub unlisted_address: IpAddr,
-    /// A path on `allowed_name:http_port` answering a redirect to
-    /// `http://refused_name:http_port/`.
-    pub redirect_path: String,
-}
-
-/// Why a target file cannot be used, in one line.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("egress target {path}: {why}")]
-pub struct TargetError {
-    pub path: String,
-    pub why: String,
-}
-
-fn plain_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
-}
-
-impl EgressTarget {
-    /// Reads and checks the target file at `path`.
-    pub fn from_file(path: &std::path::Path) -> Result<EgressTarget, TargetError> {
-        let fail = |why: String| TargetError { path: path.display().to_string(), why };
-        let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
-        let target: EgressTarget = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
-        target.check().map_err(fail)?;
-        Ok(target)
-    }
-
-    fn check(&self) -> Result<(), String> {
-        for (field, name) in [
-            ("allowed_name", &self.allowed_name),
-            ("refused_name", &self.refused_name),
-            ("rebind_name", &self.rebind_name),
-        ] {
-            if !plain_name(name) {
-                return Err(format!("{field} {name:?} must be a host name of letters, digits, dots and dashes"));
-            }
-        }
-        let path_ok = self.redirect_path.starts_with('/')
-            && self.redirect_path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-._".contains(&b));
-        if !path_ok {
-            return Err(format!(
-                "redirect_path {:?} must start with / and hold only letters, digits and /-._",
-                self.redirect_path
-            ));
-        }
-        Ok(())
-    }
-
-    /// The allowlist of the kit's box: the allowed and rebinding names on
-    /// their ports, and the test host's address (a private test host is
-    /// reached through a name only when its address is listed too, ADR 0020;
-    /// the rebinding name's address is not).
-    pub fn entries(&self) -> Vec<String> {
-        let host = match self.test_host {
-            IpAddr::V4(a) => a.to_string(),
-            IpAddr::V6(a) => format!("[{a}]"),
-        };
-        vec![
-            format!("{}:{}", self.allowed_name, self.http_port),
-            format!("{}:{}", self.allowed_name, self.https_port),
-            format!("{}:{}", self.rebind_name, self.http_port),
-            format!("{host}:{}", self.http_port),
-            format!("{host}:{}", self.https_port),
-        ]
-    }
-
-    fn url(&self, host: &str, path: &str) -> String {
-        format!("http://{host}:{}{path}", self.http_port)
-    }
-}
 
 /// The allowlist claims, in report order.
 pub fn claims() -> impl Iterator<Item = Claim> {
@@ -132,7 +39,7 @@ const WGET: &str = "T=; wget --help 2>&1 | grep -q -- --tries && T='-t 1'; \
      command -v wget >/dev/null 2>&1 || { echo no-wget; exit 0; }";
 
 /// The name (or address) a decision was about.
-fn about<'a>(d: &'a Decision, name: &str) -> bool {
+fn about(d: &Decision, name: &str) -> bool {
     d.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(name.trim_matches(|c| c == '[' || c == ']')))
 }
 
@@ -541,88 +448,5 @@ fn tunnel_verdict(reply: &[u8], log: &[Decision], authority: &str, sni: &str, mi
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target() -> EgressTarget {
-        EgressTarget {
-            dns: "127.0.0.1:5353".parse().unwrap(),
-            test_host: "10.254.1.2".parse().unwrap(),
-            allowed_name: "allowed.test".into(),
-            http_port: 8080,
-            https_port: 8443,
-            refused_name: "other.test".into(),
-            rebind_name: "rebind.test".into(),
-            unlisted_address: "10.254.1.1".parse().unwrap(),
-            redirect_path: "/redirect".into(),
-        }
-    }
-
-    fn decision(method: Method, name: &str, decision: Decided, reason: &str) -> Decision {
-        Decision {
-            time_ms: 1,
-            method,
-            name: Some(name.into()),
-            port: Some(8443),
-            address: None,
-            decision,
-            reason: reason.into(),
-            bytes_up: 0,
-            bytes_down: 0,
-        }
-    }
-
-    #[test]
-    fn a_target_file_round_trips_and_bad_names_are_refused_in_one_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("target.json");
-        std::fs::write(&path, serde_json::to_string(&target()).unwrap()).unwrap();
-        assert_eq!(EgressTarget::from_file(&path).unwrap(), target());
-        assert_eq!(target().entries()[3], "10.254.1.2:8080");
-        let mut bad = target();
-        bad.allowed_name = "a.test'; rm -rf /".into();
-        std::fs::write(&path, serde_json::to_string(&bad).unwrap()).unwrap();
-        let e = EgressTarget::from_file(&path).unwrap_err().to_string();
-        assert!(e.contains("allowed_name") && !e.contains('\n'), "{e}");
-        std::fs::write(&path, "{\"dns\": 1}").unwrap();
-        assert!(EgressTarget::from_file(&path).is_err());
-    }
-
-    #[test]
-    fn a_tunnel_is_judged_by_the_server_hello_and_the_sni_refusal() {
-        let mut reply = b"HTTP/1.1 200 Connection established\r\n\r\n".to_vec();
-        let closed = reply.clone();
-        reply.extend([0x16, 0x03, 0x03, 0x00, 0x7a, 0x02, 0x00]);
-        let allowed = [decision(Method::Connect, "allowed.test", Decided::Allowed, "allowed.test:8443")];
-        assert_eq!(tunnel_verdict(&reply, &allowed, "allowed.test:8443", "allowed.test", None).0, Status::Pass);
-        assert_eq!(tunnel_verdict(&closed, &allowed, "allowed.test:8443", "allowed.test", None).0, Status::Fail);
-        // A foreign SNI that reaches the server fails, whatever was logged.
-        assert_eq!(tunnel_verdict(&reply, &allowed, "allowed.test:8443", "other.test", Some(true)).0, Status::Fail);
-        let refused =
-            [decision(Method::Connect, "allowed.test", Decided::Refused, "sni \"other.test\" does not match")];
-        assert_eq!(tunnel_verdict(&closed, &refused, "allowed.test:8443", "other.test", Some(true)).0, Status::Pass);
-        assert_eq!(tunnel_verdict(&closed, &[], "allowed.test:8443", "other.test", Some(true)).0, Status::Fail);
-        assert_eq!(tunnel_verdict(&closed, &[], "allowed.test:8443", "other.test", Some(false)).0, Status::Skipped);
-    }
-
-    #[test]
-    fn a_refusal_needs_the_proxys_decision_and_nothing_through() {
-        let f = |rc: i32, body: &str| Fetch { missing: false, rc: Some(rc), body: body.into(), stderr: String::new() };
-        let refused = [decision(Method::Http, "other.test", Decided::Refused, "not on the allowlist")];
-        assert_eq!(refused_verdict(&f(8, ""), &refused, "other.test", "x").0, Status::Pass);
-        assert_eq!(refused_verdict(&f(0, "hello"), &refused, "other.test", "x").0, Status::Fail);
-        assert_eq!(refused_verdict(&f(4, ""), &[], "other.test", "x").0, Status::Fail);
-        let literal = [decision(Method::Http, "10.254.1.1", Decided::Refused, "not on the allowlist")];
-        assert_eq!(refused_verdict(&f(8, ""), &literal, "10.254.1.1", "x").0, Status::Pass);
-        let allowed = [decision(Method::Http, "allowed.test", Decided::Allowed, "allowed.test:8080")];
-        assert_eq!(reached_verdict(&f(0, "hello"), &allowed, "allowed.test").0, Status::Pass);
-        assert_eq!(reached_verdict(&f(0, "hello"), &[], "allowed.test").0, Status::Fail);
-    }
-
-    #[test]
-    fn the_dns_query_names_the_host() {
-        let q = dns_query("allowed.test");
-        assert_eq!(&q[12..], b"\x07allowed\x04test\x00\x00\x01\x00\x01");
-        assert_eq!(unhex("485454500a"), b"HTTP\n");
-    }
-}
+#[path = "allowlist_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@
 mod allowlist;
 mod claim;
 mod client_hello;
+mod egress_target;
 mod levels;
 mod privilege;
 mod probes;
@@ -31,8 +32,8 @@ use tinybox_sdk::model::{
     SandboxName, SourceKind, WorkspaceSource,
 };
 
-pub use allowlist::{EgressTarget, TargetError};
 pub use claim::{Claim, Requirement};
+pub use egress_target::{EgressTarget, TargetError};
 pub use run::{GUARD, Output, run};
 use tinybox_core::Tinybox;
 use tinybox_core::model::{BoxSpec, Placement};
