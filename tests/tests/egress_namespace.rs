@@ -154,7 +154,7 @@ fn a_sandbox_that_does_not_declare_it_refuses_an_allowlist_in_one_line() {
     assert_eq!(code, 1);
     assert_eq!(
         err,
-        "tinybox: sandbox passthrough does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)\n"
+        "tinybox: sandbox passthrough does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)\n"
     );
     let (_, out, _) =
         cli.run(&["--json", "create", "--sandbox", "passthrough", "--workspace", ws, "--allow-host", "a.test"]);

@@ -29,7 +29,10 @@ async fn an_allowlist_box_has_no_network_and_its_keepalive_runs_under_the_relay(
     let a = &cmds[0];
     for (flag, value) in [
         ("--network", "none"),
-        ("--mount", "type=bind,source=/state/docker/egress-relay-0123456789abcdef,target=/run/tinybox/egress-relay,readonly"),
+        (
+            "--mount",
+            "type=bind,source=/state/docker/egress-relay-0123456789abcdef,target=/run/tinybox/egress-relay,readonly",
+        ),
         ("--mount", "type=bind,source=/s/egress/ns1-box-0,target=/run/tinybox/egress,readonly"),
         ("--entrypoint", argv::RELAY_IN_BOX),
     ] {
@@ -84,10 +87,8 @@ async fn an_allowlist_without_its_endpoint_or_a_relay_is_refused_before_docker_i
     assert_eq!(err.code, ErrorCode::InvalidRequest);
     let err = docker().create_with(&host, allowlist(None), None).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Unsupported);
-    let relative = CreateParams {
-        egress: Some(EgressEndpoint { socket: "proxy.sock".into(), ..endpoint() }),
-        ..allowlist(None)
-    };
+    let relative =
+        CreateParams { egress: Some(EgressEndpoint { socket: "proxy.sock".into(), ..endpoint() }), ..allowlist(None) };
     let err = docker().create_with(&host, relative, Some(Path::new(RELAY))).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
     assert!(commands(&host).is_empty(), "{:?}", commands(&host));
@@ -96,7 +97,8 @@ async fn an_allowlist_without_its_endpoint_or_a_relay_is_refused_before_docker_i
 #[test]
 fn a_proxy_directory_with_a_comma_cannot_add_a_mount_option() {
     let e = endpoint();
-    let spec_egress = argv::Egress { relay: Path::new("/r"), proxy_dir: Path::new("/s/a,readonly=false"), endpoint: &e };
+    let spec_egress =
+        argv::Egress { relay: Path::new("/r"), proxy_dir: Path::new("/s/a,readonly=false"), endpoint: &e };
     let resources = Resources::default();
     let spec = argv::RunSpec {
         container: "c",

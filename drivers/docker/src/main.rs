@@ -9,6 +9,10 @@
 //! container's name is in the box's handle and its state is read from
 //! docker every time.
 //!
+//! With its daemon on this machine it declares `network_allowlist`: an
+//! allowlist box's container has no network, and its keepalive runs under
+//! the static egress relay this driver embeds (`relay.rs`, ADR 0020).
+//!
 //! It does not apply a disk limit (`--storage-opt size=` works on few
 //! storage drivers) and does not declare pause/resume (no sandbox method
 //! reaches it); core refuses both before this driver hears of them.
@@ -132,7 +136,8 @@ fn probe_daemon(cli: &std::path::Path, bound: std::time::Duration) -> Result<Str
 impl SandboxDriver for DockerSandbox {
     fn configure(&self, host: &HostHandle) {
         let env = |name: &str| std::env::var(name).ok();
-        let _ = self.local.set(is_local(host.config(), env("DOCKER_HOST").as_deref(), env("DOCKER_CONTEXT").as_deref()));
+        let _ =
+            self.local.set(is_local(host.config(), env("DOCKER_HOST").as_deref(), env("DOCKER_CONTEXT").as_deref()));
     }
 
     fn info(&self) -> DriverInfo {

@@ -32,12 +32,7 @@ fn install_bytes(state_dir: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&dir).map_err(|e| fail("make the directory of", e))?;
     let tmp = dir.join(format!(".egress-relay-{}.{}.tmp", &hash[..16], std::process::id()));
     let written = (|| {
-        let mut f = std::fs::File::options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode_0755()
-            .open(&tmp)?;
+        let mut f = std::fs::File::options().write(true).create(true).truncate(true).mode_0755().open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)
@@ -63,13 +58,13 @@ impl Mode0755 for std::fs::OpenOptions {
 mod tests {
     use super::*;
 
-/// Whether an ELF file needs a program interpreter (a dynamic loader).
-fn is_dynamic(elf: &[u8]) -> bool {
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
-    let u64_at = |o: usize| elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
-    let (Some(phoff), Some(size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else { return true };
-    (0..count).any(|i| elf.get(phoff + i * size..phoff + i * size + 4) == Some(&3u32.to_le_bytes()[..]))
-}
+    /// Whether an ELF file needs a program interpreter (a dynamic loader).
+    fn is_dynamic(elf: &[u8]) -> bool {
+        let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+        let u64_at = |o: usize| elf.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
+        let (Some(phoff), Some(size), Some(count)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38)) else { return true };
+        (0..count).any(|i| elf.get(phoff + i * size..phoff + i * size + 4) == Some(&3u32.to_le_bytes()[..]))
+    }
 
     #[test]
     fn the_embedded_relay_is_a_static_executable() {
