@@ -84,7 +84,7 @@ impl fmt::Display for Capability {
             Capability::Fork => f.write_str("fork"),
             Capability::Terminal => f.write_str("a terminal (run the command without one)"),
             Capability::NetworkAllowlist => {
-                f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)")
+                f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")
             }
         }
     }
@@ -386,7 +386,7 @@ mod tests {
             (Capability::Fork, "fork"),
             (
                 Capability::NetworkAllowlist,
-                "network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)",
+                "network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)",
             ),
         ];
         for (cap, text) in cases {

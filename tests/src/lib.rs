@@ -8,6 +8,7 @@ pub mod boxes;
 pub mod chaos;
 pub mod dns;
 pub mod dockerd;
+pub mod egress;
 pub mod microvm;
 pub mod netns;
 pub mod sshd;

@@ -6,67 +6,14 @@
 //! unprivileged test user.
 
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::{Duration, Instant};
 
 use tinybox_tests::boxes::{BoxEnv, Principal, probe_value};
 use tinybox_tests::dns::DnsServer;
+use tinybox_tests::egress::{in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text};
 use tinybox_tests::netns::{HTTP_PORT, Service, TestHost};
 use tinybox_tests::{have, skip};
 
-const GUARD: Duration = Duration::from_secs(30);
 const TEST: &str = "egress_namespace::an_allowlist_box_reaches_what_it_lists_and_nothing_else";
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// `tinybox ARGS` as the principal, with the proxy resolving through `dns`.
-fn run(env: &BoxEnv, dns: &DnsServer, args: &[&str]) -> Output {
-    env.cli(args)
-        .env("TINYBOX_EGRESS_RESOLVER", dns.addr.to_string())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run tinybox")
-}
-
-/// `sh -c SCRIPT` in the box, which must succeed; its stdout.
-fn in_box(env: &BoxEnv, dns: &DnsServer, id: &str, script: &str) -> String {
-    let out = run(env, dns, &["exec", id, "--", "sh", "-c", script]);
-    assert!(out.status.success(), "{}: {script}: {}{}", env.who.label(), text(&out.stdout), text(&out.stderr));
-    text(&out.stdout)
-}
-
-/// The box's proxy directory: the one entry under `<store>/egress`.
-fn proxy_dir(env: &BoxEnv) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(env.store.path().join("egress"))
-        .expect("the store has an egress directory")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(dirs.len(), 1, "one box, one proxy directory: {dirs:?}");
-    dirs[0].clone()
-}
-
-fn proxy_pid(dir: &Path) -> i32 {
-    std::fs::read_to_string(dir.join("pid")).expect("the proxy's pid file").trim().parse().expect("a pid")
-}
-
-/// Whether `pid` runs (exists and is not a zombie).
-fn running(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit(')').next().and_then(|s| s.split_whitespace().next());
-    !matches!(state, None | Some("Z") | Some("X"))
-}
-
-fn wait_gone(pid: i32, what: &str) {
-    let start = Instant::now();
-    while running(pid) {
-        assert!(start.elapsed() < GUARD, "{what}: process {pid} still runs");
-        std::thread::yield_now();
-    }
-}
 
 #[test]
 fn an_allowlist_box_reaches_what_it_lists_and_nothing_else() {
@@ -177,9 +124,7 @@ fn allowlist_as(who: &Principal, peer: &TestHost, dns: &DnsServer) {
     // A proxy that died (a reboot, a kill) is started again by the next command.
     let dir = proxy_dir(&env);
     let first = proxy_pid(&dir);
-    let _ =
-        rustix::process::kill_process(rustix::process::Pid::from_raw(first).unwrap(), rustix::process::Signal::KILL);
-    wait_gone(first, "the killed proxy");
+    kill_proxy(first);
     let got = in_box(&env, dns, &id, &format!("curl -sS -m 20 {url}"));
     assert!(got.starts_with("hello from the test host"), "{label}: after the proxy was killed: {got}");
     let second = proxy_pid(&dir);
@@ -209,7 +154,7 @@ fn a_sandbox_that_does_not_declare_it_refuses_an_allowlist_in_one_line() {
     assert_eq!(code, 1);
     assert_eq!(
         err,
-        "tinybox: sandbox passthrough does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)\n"
+        "tinybox: sandbox passthrough does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)\n"
     );
     let (_, out, _) =
         cli.run(&["--json", "create", "--sandbox", "passthrough", "--workspace", ws, "--allow-host", "a.test"]);

@@ -214,7 +214,7 @@ fn an_allowlist_is_refused_by_a_sandbox_that_does_not_declare_network_allowlist(
     let err = admit_create(&name(), &full(), &allowlist_spec()).unwrap_err().to_string();
     assert_eq!(
         err,
-        "sandbox thing does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace sandbox can)"
+        "sandbox thing does not support network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)"
     );
 }
 

@@ -14,6 +14,14 @@ pub const KEEPALIVE: &str = "while :; do sleep 86400; done";
 /// Where a local directory is mounted, and where its commands start.
 pub const WORKSPACE: &str = "/workspace";
 
+/// Where an allowlist box's container sees the static relay, the directory
+/// of its egress proxy (bound whole, so a proxy started again after it died
+/// is found at the same path: a bound socket file would keep the dead one),
+/// and the proxy's socket in it.
+pub const RELAY_IN_BOX: &str = "/run/tinybox/egress-relay";
+pub const PROXY_DIR_IN_BOX: &str = "/run/tinybox/egress";
+pub const PROXY_IN_BOX: &str = "/run/tinybox/egress/proxy.sock";
+
 /// Where `docker run` reads a bound box's seccomp profile: the docker CLI
 /// reads the file itself and sends its content to the daemon, so the
 /// profile travels on the command's input and no file is left on the host.
@@ -98,6 +106,20 @@ pub struct RunSpec<'a> {
     pub ports: &'a [PortMapping],
     /// Never pull: the image must already be on the host (snapshots are).
     pub local_only: bool,
+    /// An allowlist box's egress: the relay and the proxy's directory on
+    /// this machine, from the box's own create (never from an image).
+    pub egress: Option<Egress<'a>>,
+}
+
+/// What an allowlist box's container binds and runs for its egress proxy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Egress<'a> {
+    /// The static relay on the box's host.
+    pub relay: &'a Path,
+    /// The directory holding the proxy's socket on the box's host.
+    pub proxy_dir: &'a Path,
+    /// The endpoint core sent (its port is the relay's).
+    pub endpoint: &'a tinybox_sdk::protocol::EgressEndpoint,
 }
 
 fn docker(args: &[&str]) -> Vec<String> {
@@ -119,7 +141,8 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
     // binaries, and no capabilities at all.
     a.extend(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"].map(String::from));
     let network = match spec.network {
-        // Allowlist is refused before this (docker does not declare it); closed if it ever came.
+        // An allowlist box has no network but its loopback, where the relay
+        // listens; its proxy's socket is bound in.
         NetworkPolicy::Denied | NetworkPolicy::Allowlist => "none",
         NetworkPolicy::Egress => "bridge",
     };
@@ -143,22 +166,54 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
         // and the profile (on stdin) refuses setuid and setgid bits: a
         // process may set them on its own files without any capability.
         a.extend(["--user".into(), owner.into(), "--security-opt".into(), SECCOMP_FROM_STDIN.into()]);
-        a.extend(["--mount".into(), bind_mount(&dir.to_string_lossy()), "--workdir".into(), WORKSPACE.into()]);
+        let bind = bind_mount(&dir.to_string_lossy(), WORKSPACE, false);
+        a.extend(["--mount".into(), bind, "--workdir".into(), WORKSPACE.into()]);
     }
     if spec.local_only {
         a.extend(["--pull".into(), "never".into()]);
     }
-    a.extend(["--entrypoint".into(), "sh".into(), spec.image.into(), "-c".into(), KEEPALIVE.into()]);
+    let keepalive = ["sh", "-c", KEEPALIVE].map(String::from);
+    match &spec.egress {
+        None => {
+            a.extend(["--entrypoint".into(), "sh".into(), spec.image.into()]);
+            a.extend(keepalive.into_iter().skip(1));
+        }
+        Some(egress) => {
+            // The keepalive runs under the relay, which binds 127.0.0.1:PORT
+            // first; every `docker exec` shares the container's network
+            // namespace, so each command reaches it there.
+            a.extend(["--mount".into(), bind_mount(&egress.relay.to_string_lossy(), RELAY_IN_BOX, true)]);
+            a.extend(["--mount".into(), bind_mount(&egress.proxy_dir.to_string_lossy(), PROXY_DIR_IN_BOX, true)]);
+            a.extend(["--entrypoint".into(), RELAY_IN_BOX.into(), spec.image.into()]);
+            a.extend(egress.endpoint.relay_argv(RELAY_IN_BOX, PROXY_IN_BOX, &keepalive).into_iter().skip(1));
+        }
+    }
     a
 }
 
 /// `--mount` takes CSV: a field holding a comma or a quote is quoted, with
 /// quotes doubled, so no directory name can add an option of its own.
-fn bind_mount(source: &str) -> String {
+fn bind_mount(source: &str, target: &str, readonly: bool) -> String {
     let field = format!("source={source}");
     let field =
         if field.contains([',', '"', '\n', '\r']) { format!("\"{}\"", field.replace('"', "\"\"")) } else { field };
-    format!("type=bind,{field},target={WORKSPACE}")
+    let readonly = if readonly { ",readonly" } else { "" };
+    format!("type=bind,{field},target={target}{readonly}")
+}
+
+/// Whether the container's own user can reach its relay and its proxy's
+/// socket: it runs the relay, as the workspace's owner for a bound box.
+pub fn egress_check(container: &str) -> Vec<String> {
+    docker(&[
+        "exec",
+        container,
+        "sh",
+        "-c",
+        r#"[ -x "$1" ] && [ -S "$2" ] && [ -w "$2" ]"#,
+        "tinybox-egress-check",
+        RELAY_IN_BOX,
+        PROXY_IN_BOX,
+    ])
 }
 
 /// The marker an exec's wrapper carries in its arguments, by which a

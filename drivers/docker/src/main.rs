@@ -9,6 +9,10 @@
 //! container's name is in the box's handle and its state is read from
 //! docker every time.
 //!
+//! With its daemon on this machine it declares `network_allowlist`: an
+//! allowlist box's container has no network, and its keepalive runs under
+//! the static egress relay this driver embeds (`relay.rs`, ADR 0020).
+//!
 //! It does not apply a disk limit (`--storage-opt size=` works on few
 //! storage drivers) and does not declare pause/resume (no sandbox method
 //! reaches it); core refuses both before this driver hears of them.
@@ -17,6 +21,7 @@ mod argv;
 mod execs;
 mod failure;
 mod host;
+mod relay;
 mod sandbox;
 mod seccomp;
 mod state;
@@ -35,21 +40,36 @@ use sandbox::{Config, Docker};
 
 struct DockerSandbox {
     docker: Docker,
+    /// Whether the boxes' docker daemon is on this machine, where core's
+    /// egress proxies are (decided in the handshake).
+    local: std::sync::OnceLock<bool>,
 }
 
-/// What this driver really enforces, and nothing else.
-fn capabilities() -> SandboxCapabilities {
+/// Whether boxes are made on this machine: core's host is not another one
+/// (`host.remote` in the handshake), and the docker CLI talks to a daemon
+/// through a local socket (`DOCKER_HOST` unset or `unix://`, no other
+/// context), so a path on this machine is one the daemon can bind.
+fn is_local(config: &serde_json::Value, docker_host: Option<&str>, docker_context: Option<&str>) -> bool {
+    let remote = config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false);
+    let socket = docker_host.is_none_or(|h| h.is_empty() || h.starts_with("unix://"));
+    let context = docker_context.is_none_or(|c| c.is_empty() || c == "default");
+    !remote && socket && context
+}
+
+/// What this driver really enforces, and nothing else. An allowlist only
+/// for boxes on this machine: the proxy runs beside core, and its socket
+/// (and the relay) can be bound into a container here, not on another machine.
+fn capabilities(local: bool) -> SandboxCapabilities {
+    let mut features: std::collections::BTreeSet<Feature> =
+        [Feature::Fork, Feature::PortForward, Feature::ResourceLimits, Feature::Terminal, Feature::SnapshotSweep]
+            .into();
+    if local {
+        features.insert(Feature::NetworkAllowlist);
+    }
     SandboxCapabilities {
         isolation: IsolationLevel::Kernel,
         snapshot: SnapshotSupport::Filesystem,
-        features: [
-            Feature::Fork,
-            Feature::PortForward,
-            Feature::ResourceLimits,
-            Feature::Terminal,
-            Feature::SnapshotSweep,
-        ]
-        .into(),
+        features,
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
@@ -114,16 +134,30 @@ fn probe_daemon(cli: &std::path::Path, bound: std::time::Duration) -> Result<Str
 
 #[async_trait]
 impl SandboxDriver for DockerSandbox {
+    fn configure(&self, host: &HostHandle) {
+        let env = |name: &str| std::env::var(name).ok();
+        let _ =
+            self.local.set(is_local(host.config(), env("DOCKER_HOST").as_deref(), env("DOCKER_CONTEXT").as_deref()));
+    }
+
     fn info(&self) -> DriverInfo {
         DriverInfo { name: "docker".into(), version: env!("CARGO_PKG_VERSION").into(), health: health() }
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
-        capabilities()
+        capabilities(self.local.get().copied().unwrap_or(false))
     }
 
     async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
-        self.docker.create(host, params).await
+        // The relay is written only where it can be bound: on this machine.
+        let local = self.local.get().copied().unwrap_or(false);
+        let relay = match (params.network, host.state_dir()) {
+            (Some(tinybox_sdk::model::NetworkPolicy::Allowlist), Some(state)) if local => {
+                Some(relay::install(state).map_err(DriverError::failed)?)
+            }
+            _ => None,
+        };
+        self.docker.create_with(host, params, relay.as_deref()).await
     }
 
     async fn exec(&self, host: &HostHandle, params: ExecParams) -> Result<ExitStatus, DriverError> {
@@ -164,7 +198,7 @@ fn main() {
         println!("tinybox-driver-docker {}", env!("CARGO_PKG_VERSION"));
         return;
     }
-    tinybox_sdk::run_sandbox_main(DockerSandbox { docker: Docker::new(Config::from_env()) })
+    tinybox_sdk::run_sandbox_main(DockerSandbox { docker: Docker::new(Config::from_env()), local: Default::default() })
 }
 
 #[cfg(test)]
@@ -173,11 +207,26 @@ mod main_tests {
 
     #[test]
     fn the_declaration_is_consistent_and_claims_no_disk_limit_or_pause() {
-        let caps = capabilities();
+        let caps = capabilities(true);
         caps.check_consistent().unwrap();
         assert!(caps.is_suitable_for_untrusted_code());
         assert!(!caps.limits.contains(&Limit::Disk));
         assert!(!caps.has(&Feature::PauseResume));
         assert!(!caps.sources.contains(&SourceKind::GitRepo));
+        assert!(caps.has(&Feature::NetworkAllowlist));
+        capabilities(false).check_consistent().unwrap();
+        assert!(!capabilities(false).has(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
+    }
+
+    #[test]
+    fn an_allowlist_is_declared_only_for_a_daemon_on_this_machine() {
+        let here = serde_json::json!({ "host": { "remote": false } });
+        let ssh = serde_json::json!({ "host": { "remote": true } });
+        assert!(is_local(&here, None, None));
+        assert!(is_local(&serde_json::Value::Null, Some("unix:///run/tinybox-test-docker.sock"), Some("default")));
+        assert!(!is_local(&ssh, None, None), "a box on an ssh host");
+        assert!(!is_local(&here, Some("tcp://10.0.0.2:2376"), None), "a daemon reached over tcp");
+        assert!(!is_local(&here, Some("ssh://builder"), None));
+        assert!(!is_local(&here, None, Some("remote-ctx")), "a docker context may name another machine");
     }
 }

@@ -73,6 +73,9 @@ pub struct Handle {
     /// Why the box's ports were not published, when they were not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpublished: Option<String>,
+    /// Network `none` with the box's egress proxy relayed in (ADR 0020).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allowlist: bool,
 }
 
 impl Handle {
@@ -93,7 +96,20 @@ impl Docker {
         Docker { config, execs: Execs::default() }
     }
 
+    /// Makes the box's container, without an egress relay.
+    #[cfg(test)]
     pub async fn create(&self, host: &dyn Host, p: CreateParams) -> Result<CreateResult, DriverError> {
+        self.create_with(host, p, None).await
+    }
+
+    /// Makes the box's container. `relay` is the static egress relay on
+    /// this machine, for an allowlist box (main.rs writes it).
+    pub async fn create_with(
+        &self,
+        host: &dyn Host,
+        p: CreateParams,
+        relay: Option<&Path>,
+    ) -> Result<CreateResult, DriverError> {
         if let Some(pids) = p.resources.pids.filter(|n| *n < MIN_PIDS) {
             return Err(DriverError::invalid(format!(
                 "a pids limit of {pids} is below the {MIN_PIDS} a docker box needs (its keepalive loop takes 2, \
@@ -132,12 +148,29 @@ impl Docker {
         // With the network denied there is nowhere for a published port to
         // lead (and docker refuses the pair): the denial wins.
         let network = p.network.unwrap_or(NetworkPolicy::Denied);
-        if network == NetworkPolicy::Allowlist {
-            // Not declared: core never sends it, and a box is never given a network it did not ask for.
-            return Err(DriverError::unsupported(
-                "the docker sandbox does not declare network_allowlist; its boxes have no egress proxy",
-            ));
-        }
+        // Where the relay and the proxy are comes from this create alone
+        // (core's record of this box), never from an image's labels.
+        let egress = match (network, &p.egress, relay) {
+            (NetworkPolicy::Allowlist, Some(endpoint), Some(relay)) => {
+                let proxy_dir = endpoint.socket.parent().filter(|d| d.is_absolute()).ok_or_else(|| {
+                    DriverError::invalid(format!(
+                        "egress socket {} is not an absolute path in a directory",
+                        endpoint.socket.display()
+                    ))
+                })?;
+                Some(argv::Egress { relay, proxy_dir, endpoint })
+            }
+            (NetworkPolicy::Allowlist, None, _) => {
+                return Err(DriverError::invalid("an allowlist box needs its egress endpoint, and core sent none"));
+            }
+            (NetworkPolicy::Allowlist, Some(_), None) => {
+                return Err(DriverError::unsupported(
+                    "the docker sandbox has no egress relay for this box: its boxes' host is not this machine, \
+                     or the driver has no state directory to write the relay to",
+                ));
+            }
+            _ => None,
+        };
         let (published, unpublished) = match (network, p.ports.is_empty()) {
             (_, true) => (Vec::new(), None),
             (NetworkPolicy::Denied | NetworkPolicy::Allowlist, false) => {
@@ -155,6 +188,7 @@ impl Docker {
             network,
             ports: &published,
             local_only,
+            egress,
         };
         let run = argv::run(&spec);
         let made = match spec.workspace {
@@ -164,17 +198,45 @@ impl Docker {
         if !made.success() {
             return Err(self.creation_failed(host, &container, &p, &image, &made).await);
         }
+        if spec.egress.is_some() {
+            self.check_egress(host, &container, &p).await?;
+        }
         let workdir = workspace.as_ref().map(|_| argv::WORKSPACE.to_owned());
         let handle = Handle {
             container,
             image,
-            network: if network == NetworkPolicy::Denied { "none" } else { "bridge" }.into(),
+            network: if network == NetworkPolicy::Egress { "bridge" } else { "none" }.into(),
+            allowlist: network == NetworkPolicy::Allowlist,
             workdir: workdir.clone(),
             published,
             unpublished,
         };
         let handle = serde_json::to_value(&handle).map_err(|e| DriverError::failed(e.to_string()))?;
         Ok(CreateResult { handle, workdir, isolation: None })
+    }
+
+    /// Refuses (and removes) an allowlist box whose container user cannot
+    /// reach the relay or the proxy's socket: the relay runs as that user
+    /// (a bound box's workspace owner), and the proxy's directory is its
+    /// starter's alone (0700), never opened wider.
+    async fn check_egress(&self, host: &dyn Host, container: &str, p: &CreateParams) -> Result<(), DriverError> {
+        let checked = host.capture(argv::egress_check(container)).await?;
+        if checked.success() {
+            return Ok(());
+        }
+        let _ = host.capture(argv::remove(container)).await;
+        let socket = p.egress.as_ref().map(|e| e.socket.display().to_string()).unwrap_or_default();
+        Err(DriverError::unavailable(format!(
+            "the user box {}'s container runs as cannot reach its egress proxy's socket {socket} or the relay \
+             (status {}{}); a box bound to a workspace runs as the workspace's owner, who cannot enter the \
+             store's proxy directory: give an allowlist box a workspace the caller owns",
+            p.box_id,
+            checked.status,
+            match checked.stderr_text().trim() {
+                "" => String::new(),
+                said => format!(": {said}"),
+            }
+        )))
     }
 
     /// Removes what a failed `docker run` left (it creates the container

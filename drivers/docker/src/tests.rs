@@ -327,14 +327,8 @@ async fn git_sources_and_flag_like_images_are_refused() {
     assert!(commands(&host).is_empty());
 }
 
-#[tokio::test]
-async fn an_allowlist_is_refused_before_docker_is_asked() {
-    let host = host_with_owner();
-    let err = docker().create(&host, params(None, NetworkPolicy::Allowlist, vec![])).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Unsupported);
-    assert!(err.message.contains("does not declare network_allowlist"), "{}", err.message);
-    assert!(!verbs(&host).contains(&"run".to_string()), "{:?}", commands(&host));
-}
+#[path = "egress_tests.rs"]
+mod egress;
 
 fn exec_params(handle: serde_json::Value, cwd: Option<&str>) -> ExecParams {
     let mut request = ExecRequest::new(["echo", "a b", "$(x)"]);
