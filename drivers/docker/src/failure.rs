@@ -21,6 +21,9 @@ pub enum Cause {
     NoShell,
     /// Another container already has the name.
     NameInUse,
+    /// The daemon is already removing the container (a `docker rm` whose
+    /// client was killed goes on in the daemon).
+    RemovalInProgress,
     Other,
 }
 
@@ -43,6 +46,8 @@ pub fn cause(c: &Captured) -> Cause {
         Cause::NoShell
     } else if err.contains("is already in use by container") {
         Cause::NameInUse
+    } else if err.contains("is already in progress") {
+        Cause::RemovalInProgress
     } else {
         Cause::Other
     }

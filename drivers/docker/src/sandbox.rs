@@ -431,8 +431,25 @@ impl Docker {
             return self.destroy_interrupted(host, namespace, target.box_id.as_str()).await;
         }
         let container = Handle::of(&target)?.container;
-        let done = host.capture(argv::remove(&container)).await?;
-        if done.success() { Ok(()) } else { Err(failure::error(&format!("docker rm {container}"), &done)) }
+        // A removal an earlier, interrupted `rm` started goes on in the
+        // daemon: it is waited out (bounded), and its end is this one's.
+        let start = std::time::Instant::now();
+        let mut waited = false;
+        loop {
+            let done = host.capture(argv::remove(&container)).await?;
+            if done.success() {
+                return Ok(());
+            }
+            match failure::cause(&done) {
+                Cause::RemovalInProgress if start.elapsed() < SETTLE_WAIT => {
+                    waited = true;
+                    tokio::time::sleep(CLAIM_POLL).await;
+                }
+                // The removal waited out has ended: the container is gone.
+                Cause::NoSuchContainer if waited => return Ok(()),
+                _ => return Err(failure::error(&format!("docker rm {container}"), &done)),
+            }
+        }
     }
 
     /// Removes the container of a create that never answered, including

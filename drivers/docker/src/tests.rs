@@ -547,6 +547,28 @@ async fn destroy_of_a_missing_container_is_not_found() {
     assert_eq!(docker().destroy(&host, bad).await.unwrap_err().code, ErrorCode::InvalidRequest);
 }
 
+/// An `rm` whose driver was killed leaves its removal going on in the
+/// daemon; the next `rm` waits it out and reports the box removed (the
+/// chaos suite's `driver_killed_mid_call` found it reported as a failure).
+#[tokio::test]
+async fn destroy_waits_out_a_removal_already_in_progress() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let target = || BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    const IN_PROGRESS: &str =
+        "Error response from daemon: removal of container tinybox-ns1-box-0 is already in progress";
+    let looks = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = looks.clone();
+    let host = FakeHost::replying(move |_| match seen.fetch_add(1, Ordering::SeqCst) {
+        0 | 1 => failed(1, IN_PROGRESS),
+        _ => failed(1, "Error: No such container: tinybox-ns1-box-0"),
+    });
+    docker().destroy(&host, target()).await.unwrap();
+    assert_eq!(looks.load(Ordering::SeqCst), 3, "rm again until the daemon's removal has ended");
+    // Any other failure is still the answer.
+    let host = FakeHost::replying(|_| failed(1, "Error response from daemon: something else"));
+    assert!(docker().destroy(&host, target()).await.is_err());
+}
+
 #[tokio::test]
 async fn a_cancel_before_the_exec_starts_means_it_never_runs() {
     let host = FakeHost::new();
