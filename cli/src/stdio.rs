@@ -7,8 +7,9 @@
 //! pipe or a socket (reopening one reaches the same stream, nothing more)
 //! or /dev/null; anything else is replaced by a pipe, and a thread here
 //! moves the bytes between that pipe and the caller's descriptor, with
-//! splice where both ends allow it. A terminal's input is forwarded only
-//! with `-i`; without it a terminal stdin becomes /dev/null.
+//! splice (through a relay pipe, see [`Mover`]) where both ends allow it.
+//! A terminal's input is forwarded only with `-i`; without it a terminal
+//! stdin becomes /dev/null.
 
 use std::io::{self, IsTerminal, PipeReader, PipeWriter};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -106,9 +107,9 @@ impl Pumps {
         // waits for a keystroke, so the box's end of the pipe could not even
         // be closed until someone typed (tinybox hung after the command ended).
         let from_terminal = rustix::termios::isatty(&source);
+        let mut mover = Mover::new(SpliceFlags::empty())?;
+        mover.splice = !from_terminal;
         std::thread::spawn(move || {
-            let mut mover = Mover::new(SpliceFlags::empty());
-            mover.splice = !from_terminal;
             while let Ok(n) = mover.step(source.as_fd(), writer.as_fd(), capacity) {
                 if n == 0 {
                     break;
@@ -152,7 +153,7 @@ impl Pumps {
 /// or, once `ended` is readable or closed, until `linger` has passed and
 /// what the pipe held then has been delivered.
 fn drain(pipe: &PipeReader, dest: BorrowedFd<'_>, ended: &PipeReader, linger: Duration) -> io::Result<()> {
-    let mut mover = Mover::new(SpliceFlags::NONBLOCK);
+    let mut mover = Mover::new(SpliceFlags::NONBLOCK)?;
     let capacity = rustix::pipe::fcntl_getpipe_size(pipe).unwrap_or(DEFAULT_CAPACITY);
     let mut deadline: Option<Instant> = None;
     // After the deadline: at most what a full pipe holds, so a writer that
@@ -200,29 +201,60 @@ fn drain(pipe: &PipeReader, dest: BorrowedFd<'_>, ended: &PipeReader, linger: Du
     }
 }
 
-/// Moves bytes with splice while both ends allow it (one copy, in the
-/// kernel), else through a buffer. splice refuses some ends (an append-mode
-/// file, some devices) with EINVAL before moving anything.
+/// Moves bytes with splice while both ends allow it, else through a
+/// buffer. splice refuses some ends (an append-mode file, some devices)
+/// with EINVAL before moving anything.
+///
+/// A splice between a pipe and a file holds the pipe's lock for the whole
+/// file read or write, so the box could not use its pipe meanwhile: a box
+/// writing into a file ran at 0.70x of `cat > file`, slower even than a
+/// read and a write. So the bytes go through a relay pipe of our own: a
+/// splice between two pipes only moves page references, holding the box's
+/// pipe for an instant, and the file is read or written against the relay
+/// while the box goes on (one copy, in the kernel).
 struct Mover {
     flags: SpliceFlags,
     splice: bool,
+    relay: Relay,
     buffer: Vec<u8>,
 }
 
+/// The pipe between the box's pipe and the caller's file, and how many
+/// bytes it holds that have not reached their destination yet.
+struct Relay {
+    reader: PipeReader,
+    writer: PipeWriter,
+    capacity: usize,
+    held: usize,
+}
+
 impl Mover {
-    fn new(flags: SpliceFlags) -> Mover {
-        Mover { flags, splice: true, buffer: Vec::new() }
+    fn new(flags: SpliceFlags) -> io::Result<Mover> {
+        let (reader, writer) = io::pipe()?;
+        let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_CAPACITY);
+        let capacity = rustix::pipe::fcntl_getpipe_size(&writer).unwrap_or(DEFAULT_CAPACITY);
+        let relay = Relay { reader, writer, capacity, held: 0 };
+        Ok(Mover { flags, splice: true, relay, buffer: Vec::new() })
     }
 
     /// Moves up to `max` bytes; 0 at the end of `from`, WouldBlock when a
-    /// non-blocking `from` is empty.
+    /// non-blocking `from` is empty. What it returns has reached `to`.
     fn step(&mut self, from: BorrowedFd<'_>, to: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
         if self.splice {
-            match rustix::pipe::splice(from, None, to, None, max, self.flags) {
-                Err(Errno::INVAL) => self.splice = false,
-                Err(Errno::INTR) => return self.step(from, to, max),
-                other => return Ok(other?),
+            let max = max.min(self.relay.capacity);
+            let n = loop {
+                match rustix::pipe::splice(from, None, self.relay.writer.as_fd(), None, max, self.flags) {
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::INVAL) => break None,
+                    other => break Some(other?),
+                }
+            };
+            if let Some(n) = n {
+                self.relay.held += n;
+                self.deliver(to)?;
+                return Ok(n);
             }
+            self.splice = false;
         }
         self.buffer.resize(max, 0);
         let n = loop {
@@ -231,18 +263,61 @@ impl Mover {
                 other => break other?,
             }
         };
-        let mut rest = &self.buffer[..n];
-        while !rest.is_empty() {
-            match rustix::io::write(to, rest) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(w) => rest = &rest[w..],
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) => wait_for(to, PollFlags::OUT, None)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        write_all(to, &self.buffer[..n])?;
         Ok(n)
     }
+
+    /// Empties the relay into `to`: by splice, or, when `to` refuses it,
+    /// through the buffer (the bytes are already out of the box's pipe).
+    fn deliver(&mut self, to: BorrowedFd<'_>) -> io::Result<()> {
+        let mut spliced = true;
+        while self.relay.held > 0 {
+            let held = self.relay.held;
+            let moved = if spliced {
+                match rustix::pipe::splice(self.relay.reader.as_fd(), None, to, None, held, SpliceFlags::empty()) {
+                    Err(Errno::INVAL) => {
+                        spliced = false;
+                        continue;
+                    }
+                    Err(Errno::INTR) => continue,
+                    Err(Errno::AGAIN) => {
+                        wait_for(to, PollFlags::OUT, None)?;
+                        continue;
+                    }
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    other => other?,
+                }
+            } else {
+                self.buffer.resize(held, 0);
+                let n = match rustix::io::read(self.relay.reader.as_fd(), &mut self.buffer[..held]) {
+                    Err(Errno::INTR) => continue,
+                    other => other?,
+                };
+                write_all(to, &self.buffer[..n])?;
+                n
+            };
+            self.relay.held -= moved;
+        }
+        if !spliced {
+            // Every later step goes through the buffer: `to` refuses splice.
+            self.splice = false;
+        }
+        Ok(())
+    }
+}
+
+/// Writes all of `bytes` to `to`, waiting when a non-blocking `to` is full.
+fn write_all(to: BorrowedFd<'_>, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::write(to, bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(w) => bytes = &bytes[w..],
+            Err(Errno::INTR) => {}
+            Err(Errno::AGAIN) => wait_for(to, PollFlags::OUT, None)?,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 fn readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {

@@ -84,11 +84,14 @@ handshakes, hands over the three descriptors and waits for the exit status.
 | `head -c 1G /dev/zero \\| cat` | {raw['median']:.3f} s | {raw_tp:.2f} GB/s | 1.00× |
 | `head -c 1G /dev/zero \\| tinybox exec BOX -- cat` | {through['median']:.3f} s | {thr_tp:.2f} GB/s | {thr_tp / raw_tp:.2f}× |
 {stream_rows()}
-Target: ≥ 0.8× raw throughput. A pipe, a socket or /dev/null is handed to
-the command as it is, so those bytes never pass through tinybox; what
-remains is the fixed exec overhead above. A file (or a terminal) is not:
-the command writes into a pipe that the CLI moves into it (splice, one
-copy; read and write into an append-mode file, which splice refuses; ADR 0007).
+Target: ≥ 0.8× raw throughput. This section alone: `contrib/bench/stream
+OUT_DIR` (after `cargo build --release --workspace --bins`). A pipe, a
+socket or /dev/null is handed to the command as it is, so those bytes
+never pass through tinybox; what remains is the fixed exec overhead
+above. A file (or a terminal) is not: the command writes into a pipe that
+the CLI moves into it (splice through a relay pipe, so the command's pipe
+is never held while the file is written: one copy; read and write into an
+append-mode file, which splice refuses; ADR 0007).
 
 ## Protocol round trip
 

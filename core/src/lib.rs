@@ -26,7 +26,7 @@ pub mod trust;
 
 pub use engine::{
     BoxView, CopyError, CopyOutcome, CopyRequest, CopyRoute, Direction, DriverListing, DriverReport, ExecOutcome,
-    HostAdded, Local, ReapOutcome, Target, Tinybox,
+    HostAdded, Local, ReapOutcome, Target, Tinybox, TrustWord,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use request::{CreatePlan, CreateRequest, Created, SandboxChoice};

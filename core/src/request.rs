@@ -62,9 +62,10 @@ pub enum RequestError {
     #[error("workspace {path} cannot be used: {detail}")]
     Workspace { path: PathBuf, detail: String },
     #[error(
-        "workspace {path} would hand the box {what}; a workspace is a project directory (a box writes to it), never {rule}"
+        "workspace {path}{} would hand the box {what}; a workspace is a project directory (a box writes to it), never {rule}",
+        leads_to(.path, .resolved)
     )]
-    SystemWorkspace { path: PathBuf, what: &'static str, rule: &'static str },
+    SystemWorkspace { path: PathBuf, resolved: PathBuf, what: &'static str, rule: &'static str },
     #[error("timeout {secs}s is not positive; use at least 0.001s (a millisecond)")]
     TimeoutTooShort { secs: f64 },
     #[error("timeout {secs}s is longer than a clock can count; ask for less")]
@@ -73,6 +74,12 @@ pub enum RequestError {
     StdinTwice,
     #[error("a tty of {rows} rows by {cols} columns is no terminal; give both at least 1")]
     NoTerminal { rows: u16, cols: u16 },
+}
+
+/// Where a workspace path given as `path` leads, when that is not itself
+/// (a symlink, `..`): the refusal is about the place, so it names it.
+fn leads_to(path: &Path, resolved: &Path) -> String {
+    if path == resolved { String::new() } else { format!(" (which leads to {})", resolved.display()) }
 }
 
 /// How a box may use the network, as asked.
@@ -440,18 +447,25 @@ pub fn workspace_dir(dir: &Path, store_dir: Option<&Path>) -> Result<PathBuf, Re
     if abs == Path::new("/") {
         return Err(RequestError::SystemWorkspace {
             path: dir.to_owned(),
+            resolved: abs,
             what: "the whole machine",
             rule: "/ or a system directory",
         });
     }
     if let Some((_, what)) = SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
-        return Err(RequestError::SystemWorkspace { path: dir.to_owned(), what, rule: "/ or a system directory" });
+        return Err(RequestError::SystemWorkspace {
+            path: dir.to_owned(),
+            resolved: abs,
+            what,
+            rule: "/ or a system directory",
+        });
     }
     if let Some(store) = store_dir.and_then(|s| std::fs::canonicalize(s).ok())
         && (abs.starts_with(&store) || store.starts_with(&abs))
     {
         return Err(RequestError::SystemWorkspace {
             path: dir.to_owned(),
+            resolved: abs,
             what: "tinybox's own records (the store)",
             rule: "the store, inside it, or a directory holding it",
         });

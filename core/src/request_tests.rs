@@ -129,7 +129,11 @@ fn a_workspace_is_a_project_directory_never_the_machine_or_the_store() {
     // A symlink is judged by where it leads.
     let link = tmp.path().join("innocent");
     std::os::unix::fs::symlink("/etc", &link).unwrap();
-    assert!(matches!(workspace_dir(&link, None).unwrap_err(), RequestError::SystemWorkspace { .. }));
+    let err = workspace_dir(&link, None).unwrap_err();
+    assert!(matches!(err, RequestError::SystemWorkspace { .. }));
+    assert!(err.to_string().contains("innocent (which leads to /etc) would hand the box"), "{err}");
+    let err = workspace_dir(Path::new("/etc"), None).unwrap_err().to_string();
+    assert!(err.starts_with("workspace /etc would hand the box"), "nothing to add: {err}");
 
     let store = tmp.path().join("store");
     std::fs::create_dir_all(store.join("drivers")).unwrap();

@@ -70,7 +70,13 @@ pub fn trust_of(
         return Trust::NothingClaimed;
     }
     let (Some(store), Some(path)) = (store_dir, path) else { return Trust::Unverified };
-    match verdicts::load(store, path) {
+    judge(verdicts::load(store, path, options), declared, options)
+}
+
+/// The trust `verdict` (one recorded for the binary in question) gives a
+/// driver declaring `declared`, for boxes made with `options`.
+pub fn judge(verdict: Option<Verdict>, declared: &SandboxCapabilities, options: &BTreeMap<String, String>) -> Trust {
+    match verdict {
         Some(v) if v.declared.as_ref() == Some(declared) && v.create_options == *options => {
             if v.passed {
                 Trust::Verified(v)
@@ -212,5 +218,41 @@ mod tests {
         assert!(matches!(trust_of(s, Some(&bin), &kernel(), &none), Trust::Failed(_)));
         assert!(!trust_of(s, Some(&bin), &kernel(), &none).relied_on());
         assert_eq!(trust_of(None, Some(&bin), &kernel(), &none), Trust::Unverified, "no store, no verdicts");
+    }
+
+    #[test]
+    fn verdicts_earned_with_other_options_stand_apart() {
+        let store = tempfile::tempdir().unwrap();
+        let bin = store.path().join("tinybox-driver-microvm");
+        std::fs::write(&bin, b"build 1").unwrap();
+        let s = Some(store.path());
+        let none = BTreeMap::new();
+        let tcg: BTreeMap<String, String> = [("accel".to_owned(), "tcg".to_owned())].into();
+        verdicts::save(store.path(), &verdict(&bin, &kernel(), false)).unwrap();
+        let under_tcg = Verdict { create_options: tcg.clone(), ..verdict(&bin, &kernel(), true) };
+        verdicts::save(store.path(), &under_tcg).unwrap();
+        // Verifying under tcg did not replace what the defaults earned, nor borrow it.
+        assert!(matches!(trust_of(s, Some(&bin), &kernel(), &none), Trust::Failed(_)));
+        assert_eq!(trust_of(s, Some(&bin), &kernel(), &tcg), Trust::Verified(under_tcg));
+    }
+
+    #[test]
+    fn a_verdict_an_earlier_build_recorded_holds_only_with_its_declaration() {
+        let store = tempfile::tempdir().unwrap();
+        let bin = store.path().join("tinybox-driver-x");
+        std::fs::write(&bin, b"build 1").unwrap();
+        let s = Some(store.path());
+        let none = BTreeMap::new();
+        let old = verdict(&bin, &kernel(), true);
+        let legacy = store.path().join("verified").join(format!("{}.json", old.digest));
+        std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+        // One file per digest, with the declaration it checked: still relied on.
+        std::fs::write(&legacy, serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(trust_of(s, Some(&bin), &kernel(), &none), Trust::Verified(old.clone()));
+        let hardware = SandboxCapabilities { isolation: IsolationLevel::Hardware, ..kernel() };
+        assert_eq!(trust_of(s, Some(&bin), &hardware, &none), Trust::Unverified, "a stale declaration");
+        // Older still: no declaration kept, so it holds for none.
+        std::fs::write(&legacy, serde_json::to_vec(&Verdict { declared: None, ..old }).unwrap()).unwrap();
+        assert_eq!(trust_of(s, Some(&bin), &kernel(), &none), Trust::Unverified);
     }
 }

@@ -447,7 +447,7 @@ fn the_same_requests_give_the_same_results_through_both_front_ends() {
     assert_eq!(call("host.rm", json!({"name": "b1"}))["ok"], cli_json(&["host", "rm", "b1"]), "host rm");
     assert_eq!(call("host.ls", json!({}))["ok"], cli_json(&["host", "ls"]), "host ls after rm");
 
-    // drivers: the same rows, `verified` included, for the same store.
+    // drivers: the same rows, `trust` and `verified` included, for the same store.
     if !tinybox_tests::have("bwrap") {
         return tinybox_tests::skip(test, "bwrap is not installed (apt-get install bubblewrap): no driver to verify");
     }
@@ -458,11 +458,13 @@ fn the_same_requests_give_the_same_results_through_both_front_ends() {
     assert_success("drivers", &out);
     let bus_rows = one(&tagged(&out.stdout), "call")["ok"].clone();
     let cli_rows = cli_json(&["drivers"]);
-    let verified = |rows: &Value| -> Vec<(Value, Value)> {
-        rows.as_array().unwrap().iter().map(|r| (r["name"].clone(), r["verified"].clone())).collect()
+    let verified = |rows: &Value| -> Vec<[Value; 4]> {
+        let fields = |r: &Value| ["name", "trust", "verified", "with_options"].map(|f| r[f].clone());
+        rows.as_array().unwrap().iter().map(fields).collect()
     };
     assert_eq!(verified(&bus_rows), verified(&cli_rows));
     let namespace = cli_rows.as_array().unwrap().iter().find(|r| r["name"] == "namespace").expect("namespace listed");
     assert_eq!(namespace["verified"]["passed"], true, "{namespace}");
+    assert_eq!(namespace["trust"], "verified", "{namespace}");
     assert!(cli_rows.as_array().unwrap().iter().all(|r| r.get("verified").is_some()), "every row says: {cli_rows}");
 }

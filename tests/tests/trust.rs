@@ -12,6 +12,7 @@ use serde_json::Value;
 use tinybox_core::clock::ManualClock;
 use tinybox_core::model::{BoxSpec, HostName, IsolationLevel, Placement, SandboxName};
 use tinybox_core::{Error, ErrorKind};
+use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::{Cli, have, install_test_driver, skip};
 
 fn json(out: &str) -> Value {
@@ -103,4 +104,50 @@ async fn an_engine_without_a_verifier_refuses_a_floor_it_cannot_rely_on() {
     assert!(err.to_string().contains("has no verdict for this binary and declaration"), "{err}");
     assert!(engine.list().unwrap().is_empty(), "a refused create left a record");
     engine.close().await;
+}
+
+#[test]
+fn an_untrusted_box_without_limits_in_force_is_made_with_one_warning_saying_so() {
+    const TEST: &str = "trust::an_untrusted_box_without_limits_in_force_is_made_with_one_warning_saying_so";
+    if !have("bwrap") {
+        return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
+    }
+    let root = rustix::process::getuid().is_root();
+    for who in Principal::all(TEST) {
+        let env = BoxEnv::new(&who);
+        let rows = json(&String::from_utf8_lossy(&env.run(&["--json", "drivers"]).stdout));
+        let namespace = rows.as_array().unwrap().iter().find(|r| r["name"] == "namespace").expect("namespace listed");
+        let caps = &namespace["capabilities"];
+        let has = |list: &str, item: &str| caps[list].as_array().is_some_and(|a| a.iter().any(|x| x == item));
+        let limited = has("features", "resource_limits") && has("limits", "pids") && has("limits", "memory");
+        // Root has a writable cgroup here; the test user (no delegated cgroup) has none.
+        let expected = match &who {
+            Principal::User { .. } => false,
+            Principal::Me => limited && root,
+        };
+        if limited != expected {
+            let why = format!("namespace declares {caps} for {}, not what this test checks", who.label());
+            return skip(&format!("{TEST} ({})", who.label()), &why);
+        }
+        let ws = env.workspace.path().to_str().unwrap();
+        let out = env.run(&["create", "--untrusted", "--sandbox", "namespace", "--workspace", ws]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{}: {err}", who.label());
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+        if limited {
+            assert_eq!(warnings, Vec::<&str>::new(), "{}: limits are in force: {err}", who.label());
+            let said = err.lines().find(|l| l.contains("created")).unwrap_or_else(|| panic!("{err}"));
+            let limits = said.split("limits ").nth(1).unwrap_or_else(|| panic!("{said}"));
+            assert!(limits.contains("pids") && limits.contains("memory"), "the limits in force are said: {said}");
+        } else {
+            assert_eq!(warnings.len(), 1, "{}: one line: {err}", who.label());
+            let line = warnings[0];
+            assert!(line.starts_with("tinybox: warning: box "), "{line}");
+            for part in [id.as_str(), "untrusted code", "no pids or memory limit in force", "sandbox namespace"] {
+                assert!(line.contains(part), "{}: the warning names {part:?}: {line}", who.label());
+            }
+        }
+        assert!(env.run(&["rm", &id]).status.success());
+    }
 }

@@ -141,6 +141,10 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_eq!(row["verified"]["fails"], fails, "{row}");
     let namespace = rows.as_array().unwrap().iter().find(|r| r["name"] == "namespace").unwrap();
     assert_eq!(namespace["verified"], Value::Null, "never verified in this store: {namespace}");
+    assert_eq!(namespace["trust"], "unverified", "{namespace}");
+    assert_eq!(row["trust"], "failed", "{row}");
+    let namespace = text.lines().find(|l| l.starts_with("namespace")).unwrap_or_else(|| panic!("{text}"));
+    assert!(namespace.ends_with("UNVERIFIED"), "said plainly: {namespace}");
 }
 
 /// The detail of claim `name` in a report.
@@ -484,4 +488,17 @@ fn microvm_passes_its_claims_under_emulation() {
         assert!(detail.contains("--accel tcg"), "the driver's refusal names the way out: {detail}");
     }
     assert_no_boxes(&cli);
+
+    // Both verdicts are kept: the one without options did not replace the
+    // one earned under tcg, and `tinybox drivers` shows each for what it is.
+    let out = cli.cmd(&["--json", "drivers"]).stdin(std::process::Stdio::null()).output().unwrap();
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|r| r["name"] == "microvm").expect("microvm listed");
+    assert_eq!(row["trust"], "unproven", "no box could be made without --accel: {row}");
+    assert_eq!(row["with_options"][0]["create_options"], serde_json::json!({"accel": "tcg"}), "{row}");
+    assert_eq!(row["with_options"][0]["passed"], true, "{row}");
+    let out = cli.cmd(&["drivers"]).stdin(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("microvm")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("UNPROVEN (") && line.ends_with("; pass with accel=tcg"), "{line}");
 }

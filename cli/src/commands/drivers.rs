@@ -1,7 +1,7 @@
 //! `tinybox drivers [ls|verify]`: lists installed drivers or verifies one's claims.
 
 use clap::{Args, Subcommand};
-use tinybox_core::Error;
+use tinybox_core::{Error, TrustWord};
 
 use super::App;
 use crate::output;
@@ -48,7 +48,8 @@ pub async fn run(app: &App) -> Result<u8, Error> {
         "NETWORK",
         "VERIFIED",
     ]);
-    for tinybox_core::DriverListing { report: r, verified } in &listing {
+    for row in &listing {
+        let r = &row.report;
         let dash = || "-".to_string();
         let caps = r.capabilities.as_ref();
         let join = |items: Vec<String>| if items.is_empty() { "none".to_string() } else { items.join(",") };
@@ -63,14 +64,34 @@ pub async fn run(app: &App) -> Result<u8, Error> {
             caps.map(|c| join(c.features.iter().map(|f| f.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| join(c.limits.iter().map(|l| l.to_string()).collect())).unwrap_or_else(dash),
             caps.map(|c| if c.network_deny { "can deny".into() } else { "not confined".into() }).unwrap_or_else(dash),
-            match verified {
-                Some(v) if v.passed => format!("pass ({} claims)", v.passes),
-                Some(v) if v.fails == 0 => format!("UNPROVEN ({} skipped)", v.skipped),
-                Some(v) => format!("FAIL ({} claims)", v.fails),
-                None => "-".into(),
-            },
+            verified_column(row),
         ]);
     }
     output::print_table(&t);
     Ok(0)
+}
+
+/// The VERIFIED column: whether creates rely on the driver's declaration
+/// (its exact binary, declaration and no create options), then what it
+/// earned with create options, which holds for boxes made with those only.
+fn verified_column(row: &tinybox_core::DriverListing) -> String {
+    let main = match (row.trust, &row.verified) {
+        (None | Some(TrustWord::NothingClaimed), _) => return "-".into(),
+        (Some(TrustWord::Unverified), _) | (_, None) => "UNVERIFIED".to_string(),
+        (Some(TrustWord::Verified), Some(v)) => format!("pass ({} claims)", v.passes),
+        (Some(TrustWord::Unproven), Some(v)) => format!("UNPROVEN ({} skipped)", v.skipped),
+        (Some(TrustWord::Failed), Some(v)) => format!("FAIL ({} claims)", v.fails),
+    };
+    let others = row.with_options.iter().map(|v| {
+        let word = if v.passed {
+            "pass"
+        } else if v.fails == 0 {
+            "UNPROVEN"
+        } else {
+            "FAIL"
+        };
+        let options: Vec<String> = v.create_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("; {word} with {}", options.join(","))
+    });
+    std::iter::once(main).chain(others).collect()
 }

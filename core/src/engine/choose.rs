@@ -35,9 +35,7 @@ impl Tinybox {
             .filter_map(|r| Some((r, r.capabilities.as_ref()?)))
             .filter(|(_, c)| c.isolation > IsolationLevel::None && floor.is_none_or(|f| c.isolation >= f))
             .collect();
-        candidates.sort_by_key(|(r, c)| {
-            std::cmp::Reverse((c.isolation, floor.map(|_| default_limits(c)), preference(&r.name)))
-        });
+        rank(&mut candidates, floor);
         // An unhealthy sandbox that would qualify is passed over, and the
         // choice says so: its health says what to fix.
         let mut passed_over: Vec<String> = reports
@@ -94,6 +92,14 @@ impl Tinybox {
     }
 }
 
+/// Orders `candidates` best first: by isolation; for untrusted code (a
+/// `floor`) next by the pids and memory limits in force by default; then
+/// by [`preference`].
+fn rank(candidates: &mut [(&DriverReport, &SandboxCapabilities)], floor: Option<IsolationLevel>) {
+    candidates
+        .sort_by_key(|(r, c)| std::cmp::Reverse((c.isolation, floor.map(|_| default_limits(c)), preference(&r.name))));
+}
+
 /// How many of the pids and memory limits a sandbox puts in force by default.
 fn default_limits(caps: &SandboxCapabilities) -> usize {
     if !caps.has(&Feature::ResourceLimits) {
@@ -129,6 +135,54 @@ mod tests {
         assert_eq!(default_limits(&caps), 2);
         caps.limits.remove(&Limit::Memory);
         assert_eq!(default_limits(&caps), 1);
+    }
+
+    fn report(name: &str) -> DriverReport {
+        DriverReport {
+            name: name.into(),
+            path: None,
+            role: Some(Role::Sandbox),
+            version: None,
+            protocol: None,
+            health: None,
+            capabilities: None,
+            error: None,
+        }
+    }
+
+    fn caps(isolation: IsolationLevel, limits: &[Limit]) -> SandboxCapabilities {
+        let mut caps = SandboxCapabilities { isolation, ..SandboxCapabilities::nothing() };
+        if !limits.is_empty() {
+            caps.features.insert(Feature::ResourceLimits);
+            caps.limits = limits.iter().cloned().collect();
+        }
+        caps
+    }
+
+    fn ranked(candidates: &[(DriverReport, SandboxCapabilities)], floor: Option<IsolationLevel>) -> Vec<String> {
+        let mut refs: Vec<(&DriverReport, &SandboxCapabilities)> = candidates.iter().map(|(r, c)| (r, c)).collect();
+        rank(&mut refs, floor);
+        refs.iter().map(|(r, _)| r.name.clone()).collect()
+    }
+
+    #[test]
+    fn for_untrusted_code_limits_in_force_rank_after_isolation() {
+        let kernel = IsolationLevel::Kernel;
+        // namespace would win the tie-break; docker enforces pids and memory.
+        let equal = [
+            (report("namespace"), caps(kernel, &[])),
+            (report("docker"), caps(kernel, &[Limit::Pids, Limit::Memory])),
+            (report("aaa"), caps(kernel, &[Limit::Pids])),
+        ];
+        assert_eq!(ranked(&equal, Some(kernel)), ["docker", "aaa", "namespace"], "limits first, then fewer");
+        assert_eq!(ranked(&equal, None), ["namespace", "docker", "aaa"], "no floor: limits do not count");
+
+        // Higher isolation still wins, even enforcing no limits at all.
+        let mixed = [
+            (report("docker"), caps(kernel, &[Limit::Pids, Limit::Memory])),
+            (report("microvm"), caps(IsolationLevel::Hardware, &[])),
+        ];
+        assert_eq!(ranked(&mixed, Some(kernel)), ["microvm", "docker"]);
     }
 
     #[test]

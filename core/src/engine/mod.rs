@@ -26,7 +26,7 @@ use tinybox_sdk::model::BoxId;
 use tinybox_sdk::protocol::{BoxRef, BoxState};
 
 pub use copy::{CopyError, CopyOutcome, CopyRequest, CopyRoute, DirEntry, Direction, Local, TarRefusal};
-pub use drivers_report::{DriverListing, DriverReport};
+pub use drivers_report::{DriverListing, DriverReport, TrustWord};
 pub use exec::{ExecOutcome, Target};
 pub use forward::{Forward, parse_forward};
 pub use hosts::HostAdded;

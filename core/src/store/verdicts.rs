@@ -1,6 +1,16 @@
-//! Verification verdicts kept per driver binary: `<store>/verified/<blake3
-//! of the executable>.json`. A rebuilt or replaced driver has another
-//! digest, so a verdict never outlives the binary it was earned by.
+//! Verification verdicts kept per driver binary and create options:
+//! `<store>/verified/<blake3 of the executable>/<options key>.json`, where
+//! the key is `default` for boxes made with no create options and a digest
+//! of the options otherwise (the file records them in full). A rebuilt or
+//! replaced driver has another digest, so a verdict never outlives the
+//! binary it was earned by, and a verdict earned with one set of options
+//! never replaces another's. The declaration the kit checked is kept
+//! inside, for `crate::trust` to compare.
+//!
+//! Earlier builds kept one file per binary, `<store>/verified/<digest>.json`.
+//! Such a file is still read, as the verdict for the options it records
+//! (none, for most): it says truthfully what was checked, and the trust
+//! rule still compares its declaration.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,54 +45,162 @@ fn dir(store: &Path) -> PathBuf {
     store.join("verified")
 }
 
+/// The file an earlier build kept its one verdict per binary in.
+fn legacy_file(store: &Path, digest: &str) -> PathBuf {
+    dir(store).join(format!("{digest}.json"))
+}
+
+/// The name a verdict for `options` is kept under, next to its binary's others.
+fn options_key(options: &BTreeMap<String, String>) -> String {
+    if options.is_empty() {
+        return "default".into();
+    }
+    // A BTreeMap serializes in key order, so equal options give one key.
+    let canonical = serde_json::to_vec(options).unwrap_or_default();
+    format!("options-{}", &blake3::hash(&canonical).to_hex()[..32])
+}
+
 /// The blake3 digest of the executable at `path` (symlinks followed).
 pub fn digest(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
     Some(blake3::hash(&bytes).to_hex().to_string())
 }
 
-/// Records `verdict` for the driver at `driver_path` (under its digest,
-/// which the verdict carries).
+/// Records `verdict` under the digest and the create options it carries,
+/// replacing only an earlier verdict for the same binary and options.
 pub fn save(store: &Path, verdict: &Verdict) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir(store))?;
-    let digest = &verdict.digest;
-    let tmp = dir(store).join(format!(".{digest}.{}", std::process::id()));
+    let digest_dir = dir(store).join(&verdict.digest);
+    std::fs::create_dir_all(&digest_dir)?;
+    let key = options_key(&verdict.create_options);
+    let tmp = digest_dir.join(format!(".{key}.{}", std::process::id()));
     std::fs::write(&tmp, serde_json::to_vec_pretty(verdict).map_err(std::io::Error::other)?)?;
-    std::fs::rename(tmp, dir(store).join(format!("{digest}.json")))
+    std::fs::rename(tmp, digest_dir.join(format!("{key}.json")))
 }
 
-/// The recorded verdict for the driver binary at `path`, if any.
-pub fn load(store: &Path, path: &Path) -> Option<Verdict> {
+/// The recorded verdict for the driver binary at `path` and boxes made with
+/// `options`, if any.
+pub fn load(store: &Path, path: &Path, options: &BTreeMap<String, String>) -> Option<Verdict> {
     let digest = digest(path)?;
-    let bytes = std::fs::read(dir(store).join(format!("{digest}.json"))).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    let keyed = dir(store).join(&digest).join(format!("{}.json", options_key(options)));
+    [keyed, legacy_file(store, &digest)]
+        .iter()
+        .filter_map(|file| read(file, &digest))
+        .find(|v| v.create_options == *options)
+}
+
+/// Every recorded verdict for the driver binary at `path`, one per set of
+/// create options, default options first.
+pub fn load_all(store: &Path, path: &Path) -> Vec<Verdict> {
+    let Some(digest) = digest(path) else { return Vec::new() };
+    let mut found: Vec<Verdict> = std::fs::read_dir(dir(store).join(&digest))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json") && !n.starts_with('.')))
+        .filter_map(|e| read(&e.path(), &digest))
+        .collect();
+    if let Some(old) = read(&legacy_file(store, &digest), &digest)
+        && !found.iter().any(|v| v.create_options == old.create_options)
+    {
+        found.push(old);
+    }
+    found.sort_by(|a, b| a.create_options.cmp(&b.create_options));
+    found
+}
+
+/// The verdict in `file`, when it is one for the binary with `digest`.
+fn read(file: &Path, digest: &str) -> Option<Verdict> {
+    let verdict: Verdict = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+    (verdict.digest == digest).then_some(verdict)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn verdict(bin: &Path, options: &[(&str, &str)], passed: bool) -> Verdict {
+        Verdict {
+            sandbox: "x".into(),
+            digest: digest(bin).unwrap(),
+            declared: None,
+            passed,
+            passes: 3,
+            fails: usize::from(!passed),
+            skipped: 0,
+            verified_at: 7,
+            kit_version: "0.1.0".into(),
+            create_options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
     #[test]
     fn a_verdict_belongs_to_the_exact_binary() {
         let store = tempfile::tempdir().unwrap();
         let bin = store.path().join("tinybox-driver-x");
         std::fs::write(&bin, b"one build").unwrap();
-        assert_eq!(load(store.path(), &bin), None, "never verified");
-        let verdict = Verdict {
-            sandbox: "x".into(),
-            digest: digest(&bin).unwrap(),
-            declared: None,
-            passed: true,
-            passes: 3,
-            fails: 0,
-            skipped: 0,
-            verified_at: 7,
-            kit_version: "0.1.0".into(),
-            create_options: BTreeMap::new(),
-        };
+        let none = BTreeMap::new();
+        assert_eq!(load(store.path(), &bin, &none), None, "never verified");
+        let verdict = verdict(&bin, &[], true);
         save(store.path(), &verdict).unwrap();
-        assert_eq!(load(store.path(), &bin), Some(verdict));
+        assert_eq!(load(store.path(), &bin, &none), Some(verdict));
         std::fs::write(&bin, b"another build").unwrap();
-        assert_eq!(load(store.path(), &bin), None, "a rebuilt driver has earned nothing yet");
+        assert_eq!(load(store.path(), &bin, &none), None, "a rebuilt driver has earned nothing yet");
+        assert_eq!(load_all(store.path(), &bin), vec![]);
+    }
+
+    #[test]
+    fn verdicts_for_other_options_are_kept_side_by_side() {
+        let store = tempfile::tempdir().unwrap();
+        let bin = store.path().join("tinybox-driver-microvm");
+        std::fs::write(&bin, b"one build").unwrap();
+        let default = verdict(&bin, &[], false);
+        let tcg = verdict(&bin, &[("accel", "tcg")], true);
+        let tcg_map = tcg.create_options.clone();
+        save(store.path(), &default).unwrap();
+        save(store.path(), &tcg).unwrap();
+        assert_eq!(load(store.path(), &bin, &BTreeMap::new()), Some(default.clone()), "tcg did not overwrite it");
+        assert_eq!(load(store.path(), &bin, &tcg_map), Some(tcg.clone()));
+        let kvm: BTreeMap<String, String> = [("accel".to_owned(), "kvm".to_owned())].into();
+        assert_eq!(load(store.path(), &bin, &kvm), None, "never verified with accel=kvm");
+        assert_eq!(load_all(store.path(), &bin), vec![default.clone(), tcg.clone()]);
+
+        // Verifying again replaces only the verdict for the same options.
+        let again = Verdict { verified_at: 8, passed: true, fails: 0, ..default };
+        save(store.path(), &again).unwrap();
+        assert_eq!(load_all(store.path(), &bin), vec![again, tcg]);
+    }
+
+    #[test]
+    fn a_verdict_file_an_earlier_build_wrote_is_read_for_the_options_it_records() {
+        let store = tempfile::tempdir().unwrap();
+        let bin = store.path().join("tinybox-driver-x");
+        std::fs::write(&bin, b"one build").unwrap();
+        let old = verdict(&bin, &[], true);
+        // What an earlier build wrote: one file per digest, no `create_options` when none.
+        std::fs::create_dir_all(dir(store.path())).unwrap();
+        let old_json = serde_json::json!({
+            "sandbox": "x", "digest": old.digest, "passed": true, "passes": 3, "fails": 0,
+            "skipped": 0, "verified_at": 7, "kit_version": "0.1.0"
+        });
+        std::fs::write(legacy_file(store.path(), &old.digest), old_json.to_string()).unwrap();
+        let none = BTreeMap::new();
+        assert_eq!(load(store.path(), &bin, &none), Some(old.clone()), "read as the default-options verdict");
+        let tcg: BTreeMap<String, String> = [("accel".to_owned(), "tcg".to_owned())].into();
+        assert_eq!(load(store.path(), &bin, &tcg), None, "it says nothing of other options");
+        assert_eq!(load_all(store.path(), &bin), vec![old.clone()]);
+
+        // A verdict recorded now for the same options takes its place.
+        let new = Verdict { verified_at: 9, ..old };
+        save(store.path(), &new).unwrap();
+        assert_eq!(load(store.path(), &bin, &none), Some(new.clone()));
+        assert_eq!(load_all(store.path(), &bin), vec![new]);
+
+        // An old file that recorded options is theirs, not the defaults'.
+        let bin2 = store.path().join("tinybox-driver-y");
+        std::fs::write(&bin2, b"other").unwrap();
+        let old_tcg = verdict(&bin2, &[("accel", "tcg")], true);
+        std::fs::write(legacy_file(store.path(), &old_tcg.digest), serde_json::to_vec(&old_tcg).unwrap()).unwrap();
+        assert_eq!(load(store.path(), &bin2, &none), None);
+        assert_eq!(load(store.path(), &bin2, &tcg), Some(old_tcg));
     }
 }
