@@ -51,6 +51,8 @@ pub enum Capability {
     SnapshotSource,
     Snapshot,
     Fork,
+    /// Running a read-only command from a stopped box's snapshot.
+    SnapshotExec,
     /// Running a command on a terminal made for it.
     Terminal,
     /// An allowlist network (an egress proxy in front of a box with no other way out).
@@ -82,6 +84,7 @@ impl fmt::Display for Capability {
             Capability::SnapshotSource => f.write_str("snapshots"),
             Capability::Snapshot => f.write_str("snapshot"),
             Capability::Fork => f.write_str("fork"),
+            Capability::SnapshotExec => f.write_str("snapshot_exec (reading a stopped box from its snapshot)"),
             Capability::Terminal => f.write_str("a terminal (run the command without one)"),
             Capability::NetworkAllowlist => {
                 f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")

@@ -89,6 +89,16 @@ pub fn admit_snapshot(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Resu
     Ok(())
 }
 
+/// Checks that a sandbox can run a read-only command from a stopped box's
+/// snapshot (what copying out of a stopped box needs).
+pub fn admit_snapshot_exec(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Result<()> {
+    admit_snapshot(sandbox, caps)?;
+    if !caps.has(&Feature::SnapshotExec) {
+        return Err(Error::unsupported(sandbox, Capability::SnapshotExec));
+    }
+    Ok(())
+}
+
 /// Checks that a sandbox can fork a box (a new box from its snapshot).
 pub fn admit_fork(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Result<()> {
     admit_snapshot(sandbox, caps)?;

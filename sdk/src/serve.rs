@@ -18,8 +18,8 @@ use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId, TtySize};
 use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
-    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams,
-    SnapshotSweepParams, SnapshotSweepResult, method, version,
+    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotExecParams,
+    SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method, version,
 };
 
 /// Who a driver is, as its handshake says.
@@ -82,6 +82,12 @@ pub trait SandboxDriver: Send + Sync + 'static {
         _params: SnapshotSweepParams,
     ) -> Result<SnapshotSweepResult, DriverError> {
         Err(DriverError::unsupported("this sandbox sweeps no snapshots"))
+    }
+    /// Runs a read-only command from a snapshot (`SnapshotExecParams`). A
+    /// driver declaring `snapshot_exec` implements it; the default answers
+    /// unsupported.
+    async fn snapshot_exec(&self, _host: &HostHandle, _params: SnapshotExecParams) -> Result<ExitStatus, DriverError> {
+        Err(DriverError::unsupported("this sandbox runs nothing from a snapshot"))
     }
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
@@ -305,6 +311,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: SnapshotRmParams = parse(&params)?;
             ok(s.driver.snapshot_rm(&s.host, p).await)
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_SNAPSHOT_EXEC, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: SnapshotExecParams = parse(&params)?;
+            ok(s.driver.snapshot_exec(&s.host, p).await.map(|status| RunResult { status }))
         })
         .expect("unique method");
     module

@@ -17,8 +17,8 @@ use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, Feature, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotResult, SnapshotRmParams, SnapshotSweepParams,
-    SnapshotSweepResult, method,
+    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotExecParams, SnapshotResult, SnapshotRmParams,
+    SnapshotSweepParams, SnapshotSweepResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -201,6 +201,18 @@ impl SandboxLink {
                 let r: RunResult = conn.call_unbounded(method::SANDBOX_EXEC, params).await?;
                 Ok(r.status)
             }
+        }
+    }
+
+    /// Runs a read-only command from a snapshot, for a sandbox declaring
+    /// `snapshot_exec` (core's gate checks before this is called).
+    pub async fn snapshot_exec(&self, params: SnapshotExecParams) -> Result<ExitStatus> {
+        match self {
+            SandboxLink::Driver { conn, .. } if self.capabilities().has(&Feature::SnapshotExec) => {
+                let r: RunResult = conn.call_unbounded(method::SANDBOX_SNAPSHOT_EXEC, params).await?;
+                Ok(r.status)
+            }
+            _ => Err(Error::unsupported(&self.name(), crate::error::Capability::SnapshotExec)),
         }
     }
 

@@ -411,7 +411,8 @@ impl Tinybox {
         let request = ExecRequest::new(["sh", "-c", OUT_SCRIPT, "sh", src]);
         let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
-        let ran = self.exec(box_id, request, stdio, Target::Workspace, std::future::pending()).await;
+        // A stopped box is read from its snapshot where its sandbox can (stopped.rs).
+        let ran = self.exec_to_read(box_id, request, stdio).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
         let code = ran?.status.shell_code();

@@ -16,6 +16,7 @@ mod pools;
 mod prune;
 mod remove;
 mod snapshot;
+mod stopped;
 mod sync;
 
 use std::path::{Path, PathBuf};

@@ -228,3 +228,13 @@ fn a_declared_allowlist_is_admitted_and_in_force() {
     // Declaring it changes nothing for a box that does not ask.
     assert_eq!(admit_create(&name(), &caps, &spec()).unwrap().network_in_force, NetworkInForce::Denied);
 }
+
+#[test]
+fn reading_a_stopped_box_from_its_snapshot_needs_snapshots_and_the_feature() {
+    let mut caps = full();
+    assert_eq!(unsupported(admit_snapshot_exec(&name(), &caps)), Capability::SnapshotExec);
+    caps.features.insert(Feature::SnapshotExec);
+    assert!(admit_snapshot_exec(&name(), &caps).is_ok());
+    caps.snapshot = SnapshotSupport::None;
+    assert_eq!(unsupported(admit_snapshot_exec(&name(), &caps)), Capability::Snapshot);
+}

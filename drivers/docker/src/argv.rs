@@ -88,7 +88,7 @@ pub const LIFELINE_RELEASE: &[u8] = b"done\n";
 /// was killed (and stops the command inside the container) even when
 /// core's cancel reaches the driver after the run has ended. `exit $?`
 /// keeps a shell from exec-ing the client in its own place.
-const CLIENT_WRAPPER: &str = r#""$@"; exit $?"#;
+pub(crate) const CLIENT_WRAPPER: &str = r#""$@"; exit $?"#;
 
 /// Everything `docker run` needs to make a box's container.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +122,7 @@ pub struct Egress<'a> {
     pub endpoint: &'a tinybox_sdk::protocol::EgressEndpoint,
 }
 
-fn docker(args: &[&str]) -> Vec<String> {
+pub(crate) fn docker(args: &[&str]) -> Vec<String> {
     std::iter::once("docker").chain(args.iter().copied()).map(str::to_owned).collect()
 }
 

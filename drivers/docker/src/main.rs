@@ -13,6 +13,9 @@
 //! allowlist box's container has no network, and its keepalive runs under
 //! the static egress relay this driver embeds (`relay.rs`, ADR 0020).
 //!
+//! A stopped box is read from its newest snapshot (`snapshot_exec`, in
+//! from_snapshot.rs): a short-lived read-only container from that image.
+//!
 //! It does not apply a disk limit (`--storage-opt size=` works on few
 //! storage drivers) and does not declare pause/resume (no sandbox method
 //! reaches it); core refuses both before this driver hears of them.
@@ -20,6 +23,7 @@
 mod argv;
 mod execs;
 mod failure;
+mod from_snapshot;
 mod host;
 mod relay;
 mod sandbox;
@@ -31,8 +35,8 @@ use tinybox_sdk::model::{
     ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind,
 };
 use tinybox_sdk::protocol::{
-    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotRmParams,
-    SnapshotSweepParams, SnapshotSweepResult,
+    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotExecParams,
+    SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult,
 };
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -60,9 +64,15 @@ fn is_local(config: &serde_json::Value, docker_host: Option<&str>, docker_contex
 /// for boxes on this machine: the proxy runs beside core, and its socket
 /// (and the relay) can be bound into a container here, not on another machine.
 fn capabilities(local: bool) -> SandboxCapabilities {
-    let mut features: std::collections::BTreeSet<Feature> =
-        [Feature::Fork, Feature::PortForward, Feature::ResourceLimits, Feature::Terminal, Feature::SnapshotSweep]
-            .into();
+    let mut features: std::collections::BTreeSet<Feature> = [
+        Feature::Fork,
+        Feature::PortForward,
+        Feature::ResourceLimits,
+        Feature::Terminal,
+        Feature::SnapshotSweep,
+        Feature::SnapshotExec,
+    ]
+    .into();
     if local {
         features.insert(Feature::NetworkAllowlist);
     }
@@ -186,6 +196,10 @@ impl SandboxDriver for DockerSandbox {
         params: SnapshotSweepParams,
     ) -> Result<SnapshotSweepResult, DriverError> {
         self.docker.snapshot_sweep(host, params).await
+    }
+
+    async fn snapshot_exec(&self, host: &HostHandle, params: SnapshotExecParams) -> Result<ExitStatus, DriverError> {
+        from_snapshot::snapshot_exec(host, params).await
     }
 
     async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

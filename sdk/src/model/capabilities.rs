@@ -76,6 +76,9 @@ pub enum Feature {
     /// A box can have `NetworkPolicy::Allowlist`: loopback only, the
     /// egress proxy's socket and relay inside (`EgressEndpoint`).
     NetworkAllowlist,
+    /// `sandbox.snapshot_exec` runs a read-only command from a snapshot
+    /// (a stopped box's newest), without bringing the box back.
+    SnapshotExec,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -90,6 +93,7 @@ impl fmt::Display for Feature {
             Feature::Terminal => f.write_str("terminal"),
             Feature::SnapshotSweep => f.write_str("snapshot_sweep"),
             Feature::NetworkAllowlist => f.write_str("network_allowlist"),
+            Feature::SnapshotExec => f.write_str("snapshot_exec"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -158,6 +162,9 @@ impl SandboxCapabilities {
         }
         if self.has(&Feature::SnapshotSweep) && self.snapshot == SnapshotSupport::None {
             return Err("declares snapshot_sweep but takes no snapshots to sweep".into());
+        }
+        if self.has(&Feature::SnapshotExec) && self.snapshot == SnapshotSupport::None {
+            return Err("declares snapshot_exec but takes no snapshots to run from".into());
         }
         if self.has(&Feature::NetworkAllowlist) && !self.network_deny {
             return Err(

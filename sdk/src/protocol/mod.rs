@@ -34,6 +34,7 @@ pub mod method {
     pub const SANDBOX_SNAPSHOT: &str = "sandbox.snapshot";
     pub const SANDBOX_SNAPSHOT_RM: &str = "sandbox.snapshot_rm";
     pub const SANDBOX_SNAPSHOT_SWEEP: &str = "sandbox.snapshot_sweep";
+    pub const SANDBOX_SNAPSHOT_EXEC: &str = "sandbox.snapshot_exec";
 }
 
 /// Whether a driver is a host (reach) or a sandbox (confinement).
@@ -329,6 +330,23 @@ pub struct SnapshotSweepParams {
     pub box_id: BoxId,
     #[serde(default)]
     pub keep: Vec<SnapshotId>,
+}
+
+/// `sandbox.snapshot_exec`: run `request` from snapshot `snapshot` (which
+/// core's record of box `box_id` names as its newest) in a short-lived
+/// instance that reads it and changes nothing: no network, a read-only
+/// root, no capabilities, removed when the command ends (and, named from
+/// `namespace` and `box_id`, found again if it was left). Core sends it
+/// only to a sandbox declaring the `snapshot_exec` feature, for a box that
+/// is stopped; the answer is a `RunResult`, as for `sandbox.exec`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SnapshotExecParams {
+    pub namespace: String,
+    pub box_id: BoxId,
+    pub snapshot: SnapshotId,
+    pub exec_id: String,
+    pub request: ExecRequest,
+    pub stdio: StdioRef,
 }
 
 /// The result of `sandbox.snapshot_sweep`: what it removed, by the
