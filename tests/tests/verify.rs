@@ -108,6 +108,9 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_status(&v, "isolation.hardware.own_kernel", "fail");
     assert_status(&v, "limit.pids", "fail");
     assert_status(&v, "network.deny", "fail");
+    // It declares terminals but hands a command asked for on one the pipes it was given.
+    assert_status(&v, "feature.terminal", "fail");
+    assert!(detail(&v, "feature.terminal").contains("are not terminals"), "{v}");
     assert_status(&v, "snapshot.filesystem", "not_claimed");
     assert_operations(&v);
     assert_no_boxes(&cli);
@@ -216,8 +219,10 @@ fn passthrough_claims_nothing_and_passes() {
     let (code, v, err) = verify_json(&cli, &[], "passthrough");
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["passed"], true);
-    for c in v["report"]["claims"].as_array().unwrap() {
-        assert_eq!(c["status"], "not_claimed", "passthrough declares nothing: {c}");
+    // It declares only the terminal feature: commands run on a terminal core makes.
+    assert_status(&v, "feature.terminal", "pass");
+    for c in v["report"]["claims"].as_array().unwrap().iter().filter(|c| c["name"] != "feature.terminal") {
+        assert_eq!(c["status"], "not_claimed", "passthrough declares nothing else: {c}");
     }
     assert_operations(&v);
     assert_no_boxes(&cli);
@@ -242,6 +247,7 @@ fn namespace_passes_its_claims() {
         assert_status(&v, claim, limits);
     }
     assert_status(&v, "feature.fork", "not_claimed");
+    assert_status(&v, "feature.terminal", "pass");
     // Without an egress target the allowlist claims cannot be probed: they
     // are skipped, saying what is missing (tests/tests/verify_egress.rs
     // gives one), and the verdict is not held against it.
@@ -279,6 +285,7 @@ fn docker_passes_its_claims() {
         "snapshot.filesystem",
         "feature.fork",
         "feature.port_forward",
+        "feature.terminal",
     ] {
         assert_status(&v, claim, "pass");
     }
@@ -426,7 +433,7 @@ fn declared_claims(v: &Value) -> Vec<String> {
         add(d["network_deny"] == true, name);
     }
     add(d["snapshot"] != "none", "snapshot.filesystem");
-    for feature in ["fork", "port_forward", "pause_resume"] {
+    for feature in ["fork", "port_forward", "pause_resume", "terminal"] {
         add(has("features", feature), &format!("feature.{feature}"));
     }
     for c in v["report"]["claims"].as_array().expect("claims") {

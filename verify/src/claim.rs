@@ -45,6 +45,7 @@ pub enum Claim {
     FeatureFork,
     FeaturePortForward,
     FeaturePauseResume,
+    FeatureTerminal,
     ProtocolCallBeforeHandshake,
     ProtocolIncompatibleVersion,
     ProtocolUnknownMethod,
@@ -74,7 +75,7 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 42] = [
+    pub const ALL: [Claim; 43] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
         Claim::ProcessCannotPtraceCaller,
@@ -110,6 +111,7 @@ impl Claim {
         Claim::FeatureFork,
         Claim::FeaturePortForward,
         Claim::FeaturePauseResume,
+        Claim::FeatureTerminal,
         Claim::ProtocolCallBeforeHandshake,
         Claim::ProtocolIncompatibleVersion,
         Claim::ProtocolUnknownMethod,
@@ -157,6 +159,7 @@ impl Claim {
             Claim::FeatureFork => "feature.fork",
             Claim::FeaturePortForward => "feature.port_forward",
             Claim::FeaturePauseResume => "feature.pause_resume",
+            Claim::FeatureTerminal => "feature.terminal",
             Claim::ProtocolCallBeforeHandshake => "protocol.call_before_handshake",
             Claim::ProtocolIncompatibleVersion => "protocol.incompatible_version",
             Claim::ProtocolUnknownMethod => "protocol.unknown_method",
@@ -209,6 +212,7 @@ impl Claim {
             Claim::FeatureFork => Requirement::Feature(Feature::Fork),
             Claim::FeaturePortForward => Requirement::Feature(Feature::PortForward),
             Claim::FeaturePauseResume => Requirement::Feature(Feature::PauseResume),
+            Claim::FeatureTerminal => Requirement::Feature(Feature::Terminal),
             Claim::ProtocolCallBeforeHandshake
             | Claim::ProtocolIncompatibleVersion
             | Claim::ProtocolUnknownMethod

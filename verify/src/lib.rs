@@ -21,6 +21,7 @@ mod probes;
 mod protocol;
 mod run;
 mod terminal;
+mod terminal_feature;
 
 use std::collections::BTreeMap;
 use std::fmt;

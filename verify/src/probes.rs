@@ -10,7 +10,7 @@ use tinybox_sdk::model::{BoxId, WorkspaceSource};
 use tinybox_core::Result;
 use tinybox_core::model::BoxSpec;
 
-use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, levels, privilege, run, terminal};
+use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Claim, Kit, Status, levels, privilege, run, terminal, terminal_feature};
 
 type Verdict = (Status, String);
 
@@ -91,6 +91,7 @@ pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &Bo
         Claim::NetworkDeny => network_deny(kit, id).await,
         Claim::SnapshotFilesystem => snapshot(kit, id, spec).await,
         Claim::FeaturePauseResume => Ok((Status::Skipped, "core has no pause/resume operation to probe".into())),
+        Claim::FeatureTerminal => terminal_feature::terminal(kit, id).await,
         Claim::ProcessEnvRoundTrip
         | Claim::FeatureFork
         | Claim::FeaturePortForward

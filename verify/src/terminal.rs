@@ -102,7 +102,7 @@ fn io(what: &str) -> impl FnOnce(io::Error) -> Error + '_ {
 
 /// A session id and a controlling terminal (the kernel's encoding, 0 for
 /// none), from the fields of a `/proc/<pid>/stat` line.
-fn session_of(stat: &str) -> Option<(u64, u64)> {
+pub(super) fn session_of(stat: &str) -> Option<(u64, u64)> {
     // The command name, in parentheses, may hold spaces: count after it.
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -110,7 +110,7 @@ fn session_of(stat: &str) -> Option<(u64, u64)> {
 }
 
 /// A device number as `/proc/<pid>/stat` shows a controlling terminal.
-fn tty_nr(rdev: u64) -> u64 {
+pub(super) fn tty_nr(rdev: u64) -> u64 {
     let (major, minor) = (u64::from(rustix::fs::major(rdev)), u64::from(rustix::fs::minor(rdev)));
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }

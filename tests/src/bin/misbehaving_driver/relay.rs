@@ -22,6 +22,9 @@ pub struct Relay {
     pub wrap: Vec<String>,
     /// The command gets only its box's and request's variables and PATH.
     pub clean_env: bool,
+    /// A terminal asked for is never made: the command runs on the handed
+    /// streams as they are (`overclaims`, which declares the terminal feature).
+    pub drop_tty: bool,
 }
 
 #[async_trait]
@@ -59,7 +62,7 @@ impl SandboxDriver for Relay {
             clear_env: self.clean_env,
             cwd: p.request.cwd.or(workdir),
             stdio: p.stdio,
-            tty: p.request.tty,
+            tty: if self.drop_tty { None } else { p.request.tty },
             tty_session_inside: false,
         })
         .await
@@ -76,5 +79,5 @@ impl SandboxDriver for Relay {
 
 pub fn relay(me: Invocation) -> ! {
     let capabilities = SandboxCapabilities { sources: [SourceKind::LocalDir].into(), ..SandboxCapabilities::nothing() };
-    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap: Vec::new(), clean_env: false })
+    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap: Vec::new(), clean_env: false, drop_tty: false })
 }

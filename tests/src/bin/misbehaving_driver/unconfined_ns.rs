@@ -20,5 +20,5 @@ pub fn unconfined_ns(me: Invocation) -> ! {
     };
     let wrap = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--net", "--"];
     let wrap = wrap.into_iter().map(str::to_owned).collect();
-    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap, clean_env: true })
+    tinybox_sdk::run_sandbox_main(Relay { me, capabilities, wrap, clean_env: true, drop_tty: false })
 }
