@@ -172,8 +172,16 @@ impl Drop for CallerTerminal {
 /// Reads `from` until a line `last` has arrived, it fails, or `deadline`.
 fn read_until(from: BorrowedFd<'_>, last: &str, deadline: Instant) -> Vec<u8> {
     let mut got = Vec::new();
+    read_into(from, &mut got, deadline, |g| String::from_utf8_lossy(g).lines().any(|l| l.trim() == last));
+    got
+}
+
+/// Appends what `from` gives to `got` until `done(got)`, the other end
+/// closes or fails, or `deadline`: the one poll-and-read loop of the kit's
+/// terminal claims.
+pub(crate) fn read_into(from: BorrowedFd<'_>, got: &mut Vec<u8>, deadline: Instant, done: impl Fn(&[u8]) -> bool) {
     let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).lines().any(|l| l.trim() == last) {
+    while !done(got) {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
         let timeout = Timespec::try_from(left).ok();
         let mut fds = [PollFd::from_borrowed_fd(from, PollFlags::IN)];
@@ -188,7 +196,6 @@ fn read_until(from: BorrowedFd<'_>, last: &str, deadline: Instant) -> Vec<u8> {
             Ok(n) => got.extend_from_slice(&buf[..n]),
         }
     }
-    got
 }
 
 /// What the kit knows of itself and its terminal, to compare the box with.

@@ -11,7 +11,6 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, Timespec};
 use tinybox_core::model::{BoxId, ExecRequest};
 use tinybox_core::{Error, Result, Target};
 use tinybox_sdk::model::TtySize;
@@ -75,24 +74,14 @@ fn device_of(line: &str) -> Option<Device> {
     Some(Device { dev, rdev: rustix::fs::makedev(major, minor) })
 }
 
-/// Reads `from` into `got` until `done(got)`, the pipe ends, or `deadline`.
+/// Reads `from` into `got` (carriage returns dropped) until `done(got)`,
+/// the pipe ends, or `deadline`.
 fn read_while(from: BorrowedFd<'_>, got: &mut String, deadline: Instant, done: impl Fn(&str) -> bool) {
-    let mut buf = [0u8; 4096];
-    while !done(got) {
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
-        let timeout = Timespec::try_from(left).ok();
-        let mut fds = [PollFd::from_borrowed_fd(from, PollFlags::IN)];
-        match rustix::event::poll(&mut fds, timeout.as_ref()) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-        match rustix::io::read(from, &mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.push_str(&String::from_utf8_lossy(&buf[..n]).replace('\r', "")),
-        }
-    }
+    let before = std::mem::take(got);
+    let text = |bytes: &[u8]| format!("{before}{}", String::from_utf8_lossy(bytes).replace('\r', ""));
+    let mut bytes = Vec::new();
+    super::terminal::read_into(from, &mut bytes, deadline, |b| done(&text(b)));
+    *got = text(&bytes);
 }
 
 /// Whether some line of `text` starts with `want`, not followed by a digit
