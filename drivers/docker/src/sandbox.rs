@@ -561,7 +561,14 @@ impl Docker {
             .ok_or_else(|| DriverError::failed(format!("docker commit printed {digest:?}, not an image digest")))?;
         let tagged = host.capture(argv::tag(&digest, id.as_str())).await?;
         if !tagged.success() {
-            return Err(failure::error("docker tag", &tagged));
+            // The image is committed: whatever stopped the tag (a daemon
+            // that went down meanwhile, say), core must keep the snapshot's
+            // pending mark so `rm` sweeps the image; a clean refusal would
+            // have it forget one that exists.
+            return Err(DriverError::interrupted(format!(
+                "docker commit made {digest} but docker tag {id} failed: {}",
+                failure::error("docker tag", &tagged).message
+            )));
         }
         Ok(id)
     }

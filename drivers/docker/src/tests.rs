@@ -547,6 +547,26 @@ async fn destroy_of_a_missing_container_is_not_found() {
     assert_eq!(docker().destroy(&host, bad).await.unwrap_err().code, ErrorCode::InvalidRequest);
 }
 
+/// A commit that succeeded and a tag that did not (the daemon went away
+/// between them) is an interrupted snapshot, never a clean refusal: the
+/// image exists, so core keeps the pending mark and `rm` sweeps it (the
+/// chaos suite's crashed dockerd left an image otherwise).
+#[tokio::test]
+async fn a_tag_failing_after_the_commit_is_an_interrupted_snapshot() {
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let host = FakeHost::replying(|argv| {
+        if argv[1] == "commit" {
+            ok(DIGEST)
+        } else {
+            failed(1, "Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?")
+        }
+    });
+    let target = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: handle(None) };
+    let err = docker().snapshot(&host, target).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Interrupted, "{err:?}");
+    assert!(err.message.contains("docker commit made sha256:0123"), "{err:?}");
+}
+
 /// An `rm` whose driver was killed leaves its removal going on in the
 /// daemon; the next `rm` waits it out and reports the box removed (the
 /// chaos suite's `driver_killed_mid_call` found it reported as a failure).
