@@ -17,6 +17,8 @@ use std::process::ExitStatus;
 
 use tokio::net::{TcpListener, UnixStream};
 
+use crate::proxy::COPY_BUFFER;
+
 /// What one relay does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Relay {
@@ -72,9 +74,11 @@ impl Relay {
 /// proxy that cannot be reached is said on stderr (the box's own): the
 /// client only sees its connection closed.
 async fn forward(mut client: tokio::net::TcpStream, to: &Path) {
+    let _ = client.set_nodelay(true);
     match UnixStream::connect(to).await {
         Ok(mut upstream) => {
-            let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            let _ =
+                tokio::io::copy_bidirectional_with_sizes(&mut client, &mut upstream, COPY_BUFFER, COPY_BUFFER).await;
         }
         Err(e) => eprintln!("tinybox-egress relay: cannot reach the egress proxy at {}: {e}", to.display()),
     }
