@@ -373,3 +373,11 @@ elif os.path.exists(os.path.join(out, "cp-skipped.txt")):
 
 Skipped: docker or bwrap is missing.
 """)
+
+# Egress by allowlist beside plain egress (contrib/bench/egress; its own module).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import egress_report  # noqa: E402
+
+egress_section = egress_report.section(out)
+if egress_section:
+    print(egress_section)
