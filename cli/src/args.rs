@@ -59,6 +59,7 @@ pub fn parse_cpus(s: &str) -> Result<f64, String> {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum NetworkArg {
     Deny,
+    /// Public addresses only: never the host itself, private or local ranges (list exceptions with --allow-host ADDR).
     Egress,
     /// Only the --allow-host entries, through an egress proxy (implied by --allow-host).
     Allowlist,
@@ -127,7 +128,7 @@ pub struct BoxArgs {
     /// Network policy (default: deny, where the sandbox can enforce it).
     #[arg(long, value_enum)]
     pub network: Option<NetworkArg>,
-    /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443).
+    /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443). With --network egress: an address or CIDR[:PORT] to let through the egress fence, which otherwise keeps the box from the host and private ranges.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
     pub allow_hosts: Vec<String>,
     /// CPU cores (may be fractional).
@@ -400,7 +401,9 @@ mod tests {
         let err = create_spec(&["--allow-host", "*.com"]).unwrap_err();
         assert!(err.starts_with(r#"allow entry "*.com": "#), "{err}");
         let err = create_spec(&["--network", "egress", "--allow-host", "a.test"]).unwrap_err();
-        assert!(err.contains("not network egress"), "{err}");
+        assert!(err.contains(r#"allow entry "a.test" with network egress"#), "{err}");
+        let spec = create_spec(&["--network", "egress", "--allow-host", "10.0.0.2:80"]).unwrap();
+        assert_eq!((spec.network, spec.allow_hosts), (Some(NetworkPolicy::Egress), vec!["10.0.0.2:80".to_owned()]));
         let err = create_spec(&["--network", "allowlist"]).unwrap_err();
         assert!(err.contains("needs at least one allow_hosts entry"), "{err}");
     }

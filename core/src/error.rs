@@ -57,6 +57,9 @@ pub enum Capability {
     Terminal,
     /// An allowlist network (an egress proxy in front of a box with no other way out).
     NetworkAllowlist,
+    /// Plain egress in a sandbox that cannot keep it from the host itself
+    /// and private networks (`Feature::EgressFence`).
+    EgressFence,
 }
 
 impl fmt::Display for Capability {
@@ -89,6 +92,9 @@ impl fmt::Display for Capability {
             Capability::NetworkAllowlist => {
                 f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")
             }
+            Capability::EgressFence => f.write_str(
+                "network egress (its egress could reach the host itself and private networks; use --allow-host NAME for an allowlist, or --network deny)",
+            ),
         }
     }
 }
@@ -390,6 +396,10 @@ mod tests {
             (
                 Capability::NetworkAllowlist,
                 "network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)",
+            ),
+            (
+                Capability::EgressFence,
+                "network egress (its egress could reach the host itself and private networks; use --allow-host NAME for an allowlist, or --network deny)",
             ),
         ];
         for (cap, text) in cases {

@@ -50,6 +50,12 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
     if spec.network == Some(NetworkPolicy::Allowlist) && !caps.has(&Feature::NetworkAllowlist) {
         return refuse(Capability::NetworkAllowlist);
     }
+    // A sandbox that confines the network gives plain egress only behind
+    // the fence (no host, no private ranges): one that cannot fence it
+    // would let a box reach the services listening on its host.
+    if spec.network == Some(NetworkPolicy::Egress) && caps.network_deny && !caps.has(&Feature::EgressFence) {
+        return refuse(Capability::EgressFence);
+    }
     let (network, network_in_force) = match (caps.network_deny, spec.network) {
         (true, asked) => {
             let policy = asked.unwrap_or_default();

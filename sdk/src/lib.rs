@@ -16,6 +16,7 @@
 //! decision alone, made from the capabilities a driver declares here.
 
 pub mod capture;
+pub mod fence;
 pub mod model;
 pub mod peer;
 pub mod process;

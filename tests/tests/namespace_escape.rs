@@ -308,51 +308,80 @@ fn sleepers(tag: &str) -> usize {
         .count()
 }
 
+/// This machine's own IPv4 addresses, as `hostname -I` lists them: a
+/// service listening on 0.0.0.0 answers on every one.
+fn host_addresses() -> Vec<String> {
+    let out = std::process::Command::new("hostname").arg("-I").output().expect("hostname -I");
+    text(&out.stdout).split_whitespace().filter(|a| !a.contains(':')).map(str::to_owned).collect()
+}
+
 #[test]
-fn egress_reaches_a_test_host_but_never_the_hosts_loopback() {
-    let tests = principals("namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback");
+fn egress_is_fenced_from_the_host_and_private_ranges_unless_an_address_is_listed() {
+    const TEST: &str =
+        "namespace_escape::egress_is_fenced_from_the_host_and_private_ranges_unless_an_address_is_listed";
+    let tests = principals(TEST);
     if tests.is_empty() {
         return;
     }
     let Some(peer) = tinybox_tests::netns::TestHost::start("egress") else {
-        skip(
-            "namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback",
-            "cannot create a network namespace here (needs root and iproute2)",
-        );
+        skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
         return;
     };
-    if !have("slirp4netns") {
-        skip(
-            "namespace_escape::egress_reaches_a_test_host_but_never_the_hosts_loopback",
-            "slirp4netns is not installed",
-        );
-        return;
+    for program in ["slirp4netns", "iptables", "hostname"] {
+        if !have(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+            skip(TEST, &format!("{program} is not installed (contrib/setup/install-deps)"));
+            return;
+        }
     }
+    // A service of the host's on every address, the way a careless daemon listens.
+    let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let mut host_side: Vec<String> = host_addresses();
+    host_side.extend(["127.0.0.1".to_owned(), "10.0.2.2".to_owned(), peer.host_addr.clone()]);
+    assert!(host_side.len() > 3, "hostname -I listed no address of this machine's");
+    let listed = format!("{}:{}", peer.addr, peer.port);
     for who in tests {
-        let (env, id) = probed_box(&who, &["--network", "egress"]);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let port = listener.local_addr().unwrap().port().to_string();
-        let out = probe(&env, &id, &["connect", &peer.addr, &peer.port.to_string()]);
-        assert_eq!(
-            probe_value(&out.stdout, "connect").as_deref(),
-            Some("ok"),
-            "{}: egress to the test host: {}",
-            who.label(),
-            text(&out.stderr)
-        );
-        for host_loopback in ["127.0.0.1", "10.0.2.2"] {
-            let out = probe(&env, &id, &["connect", host_loopback, &port]);
+        let connect = |env: &BoxEnv, id: &str, addr: &str, port: &str| {
+            probe_value(&probe(env, id, &["connect", addr, port]).stdout, "connect")
+        };
+        // The test host's address is private: plain egress does not reach it...
+        let (env, fenced) = probed_box(&who, &["--network", "egress"]);
+        let got = connect(&env, &fenced, &peer.addr, &peer.port.to_string());
+        assert_ne!(got.as_deref(), Some("ok"), "{}: plain egress reached the private test host", who.label());
+        for addr in &host_side {
+            let got = connect(&env, &fenced, addr, &port);
+            assert_ne!(got.as_deref(), Some("ok"), "{}: egress reached the host's own service on {addr}", who.label());
+        }
+        // ...and it does once the caller lists it, on that port only.
+        let (env, listing) = probed_box(&who, &["--network", "egress", "--allow-host", &listed]);
+        let got = connect(&env, &listing, &peer.addr, &peer.port.to_string());
+        assert_eq!(got.as_deref(), Some("ok"), "{}: egress to the listed test host", who.label());
+        for addr in &host_side {
+            let got = connect(&env, &listing, addr, &port);
             assert_ne!(
-                probe_value(&out.stdout, "connect").as_deref(),
+                got.as_deref(),
                 Some("ok"),
-                "{}: reached {host_loopback}",
+                "{}: a listing box reached the host's service on {addr}",
                 who.label()
             );
         }
-        assert!(listener.accept().is_err(), "{}: a listener on the host's loopback was reached", who.label());
-        let out = env.run(&["--json", "inspect", &id]);
-        assert!(text(&out.stdout).contains("\"network\": \"egress\""), "{}", text(&out.stdout));
+        assert!(listener.accept().is_err(), "{}: the host's service was reached", who.label());
+        let out = env.run(&["--json", "inspect", &listing]);
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json");
+        assert_eq!(info["workspace"]["network"], "egress", "{}", text(&out.stdout));
+        assert_eq!(info["workspace"]["allow_hosts"], serde_json::json!([listed]), "{}", text(&out.stdout));
+        // A name is not an exception: one line, and no box.
+        let before = env.run(&["--json", "ls"]).stdout;
+        let out = env.run(&["create", "--sandbox", "namespace", "--network", "egress", "--allow-host", "allowed.test"]);
+        assert_eq!(out.status.code(), Some(1), "{}", who.label());
+        assert!(
+            text(&out.stderr).contains(r#"allow entry "allowed.test" with network egress"#),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stderr).lines().count(), 1, "{}", text(&out.stderr));
+        assert_eq!(env.run(&["--json", "ls"]).stdout, before, "{}: a refused create changed the store", who.label());
     }
 }
 

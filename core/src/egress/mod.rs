@@ -11,5 +11,5 @@ mod rules;
 
 pub use dir::{EGRESS_DIR, ProxyDir};
 pub use process::{EgressError, PROGRAM, READY_TIMEOUT, STOP_TIMEOUT, ensure_running, live_pid, stop};
-pub use rules::{AllowlistError, check_spec, requested};
+pub use rules::{AllowlistError, check_spec, exceptions, requested};
 pub use tinybox_egress::{Decision, Method, Verdict};

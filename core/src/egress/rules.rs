@@ -1,8 +1,11 @@
 //! The request rules for an allowlist: entries parse (through the proxy's
 //! own parser, so what is accepted here is what the proxy enforces), and
-//! an allowlist and its entries come together.
+//! an allowlist and its entries come together. With plain egress, the
+//! entries are the exceptions to the egress fence instead: addresses and
+//! networks only, parsed by the sdk's fence parser the drivers use.
 
 use tinybox_egress::{Policy, PolicyError};
+use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::NetworkPolicy;
 
 use crate::request::NetworkChoice;
@@ -17,6 +20,24 @@ pub enum AllowlistError {
     OtherNetwork(&'static str),
     #[error("network allowlist needs at least one allow_hosts entry (--allow-host NAME[:PORT])")]
     Empty,
+    /// With plain egress, an entry that is not an address or network.
+    #[error(
+        "allow entry {value:?} with network egress: {rule}; with egress, list only addresses or networks to let through its fence (a name needs an allowlist: leave out --network egress)"
+    )]
+    NotAnException { value: String, rule: String },
+}
+
+/// The exceptions to the egress fence `allow_hosts` names, canonical.
+pub fn exceptions(allow_hosts: &[String]) -> Result<Vec<Exception>, AllowlistError> {
+    allow_hosts
+        .iter()
+        .map(|value| {
+            value.parse::<Exception>().map_err(|rule| {
+                let rule = rule.strip_prefix(&format!("{value:?} ")).unwrap_or(&rule).to_owned();
+                AllowlistError::NotAnException { value: value.clone(), rule }
+            })
+        })
+        .collect()
 }
 
 /// The network policy and canonical entries a request's `network` and
@@ -29,7 +50,10 @@ pub fn requested(
     let network = match (network, allow_hosts.is_empty()) {
         (None, true) => return Ok((None, Vec::new())),
         (Some(NetworkChoice::Deny), false) => return Err(AllowlistError::OtherNetwork("deny")),
-        (Some(NetworkChoice::Egress), false) => return Err(AllowlistError::OtherNetwork("egress")),
+        (Some(NetworkChoice::Egress), false) => {
+            let canonical = exceptions(allow_hosts)?.into_iter().map(String::from).collect();
+            return Ok((Some(NetworkPolicy::Egress), canonical));
+        }
         (Some(NetworkChoice::Allowlist), true) => return Err(AllowlistError::Empty),
         (Some(other), true) => return Ok((Some(other.into()), Vec::new())),
         (None | Some(NetworkChoice::Allowlist), false) => NetworkPolicy::Allowlist,
@@ -46,7 +70,7 @@ pub fn check_spec(network: Option<NetworkPolicy>, allow_hosts: &[String]) -> Res
         (Some(NetworkPolicy::Allowlist), false) => Policy::parse(allow_hosts).map(drop).map_err(Into::into),
         (_, true) => Ok(()),
         (Some(NetworkPolicy::Denied), false) => Err(AllowlistError::OtherNetwork("deny")),
-        (Some(NetworkPolicy::Egress), false) => Err(AllowlistError::OtherNetwork("egress")),
+        (Some(NetworkPolicy::Egress), false) => exceptions(allow_hosts).map(drop),
         (None, false) => Err(AllowlistError::OtherNetwork("default")),
     }
 }
@@ -89,8 +113,12 @@ mod tests {
         let err = requested(Some(NetworkChoice::Egress), &hosts(&["a.test"])).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "allow_hosts goes with network allowlist (or no network given), not network egress; leave out one of them"
+            r#"allow entry "a.test" with network egress: is not an address or network with an optional port (1.2.3.4, 10.0.0.0/8, 10.1.2.3:80, [fd00::1]:443); with egress, list only addresses or networks to let through its fence (a name needs an allowlist: leave out --network egress)"#
         );
+        assert!(matches!(
+            check_spec(Some(NetworkPolicy::Egress), &hosts(&["a.test"])),
+            Err(AllowlistError::NotAnException { .. })
+        ));
         assert_eq!(
             requested(Some(NetworkChoice::Deny), &hosts(&["a.test"])).unwrap_err(),
             AllowlistError::OtherNetwork("deny")
@@ -100,6 +128,18 @@ mod tests {
         assert!(matches!(check_spec(Some(NetworkPolicy::Allowlist), &hosts(&["*"])), Err(AllowlistError::Entry(_))));
         assert_eq!(check_spec(Some(NetworkPolicy::Allowlist), &hosts(&["a.test"])), Ok(()));
         assert_eq!(check_spec(Some(NetworkPolicy::Egress), &[]), Ok(()));
+    }
+
+    #[test]
+    fn with_plain_egress_the_entries_are_the_fences_exceptions_in_canonical_spelling() {
+        let (network, entries) =
+            requested(Some(NetworkChoice::Egress), &hosts(&["10.254.16.2:8080", "fd00::1", "10.0.0.0/8"])).unwrap();
+        assert_eq!(network, Some(NetworkPolicy::Egress));
+        assert_eq!(entries, hosts(&["10.254.16.2:8080", "[fd00::1]", "10.0.0.0/8"]));
+        assert_eq!(check_spec(Some(NetworkPolicy::Egress), &entries), Ok(()));
+        assert_eq!(exceptions(&entries).unwrap().len(), 3);
+        let err = requested(Some(NetworkChoice::Egress), &hosts(&["10.1.2.3/8"])).unwrap_err().to_string();
+        assert!(err.contains("has host bits set; write the network, 10.0.0.0/8"), "{err}");
     }
 
     #[test]

@@ -160,6 +160,11 @@ impl Tinybox {
         let caps = link.capabilities();
         // An allowlist box's proxy runs before its sandbox makes it (engine/egress.rs).
         let allowlist = admitted.network == Some(tinybox_sdk::model::NetworkPolicy::Allowlist);
+        let fenced = admitted.network == Some(tinybox_sdk::model::NetworkPolicy::Egress);
+        let egress_exceptions = match fenced {
+            true => crate::egress::exceptions(&spec.allow_hosts)?,
+            false => Vec::new(),
+        };
         let egress = match allowlist {
             true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts).await?),
             false => None,
@@ -176,6 +181,7 @@ impl Tinybox {
                 options: spec.options.clone(),
                 workspace_dir,
                 egress,
+                egress_exceptions,
             })
             .await?;
         let isolation = box_isolation(created.isolation, caps.isolation);
@@ -193,7 +199,7 @@ impl Tinybox {
             isolation,
             limits: admitted.limits,
             network: admitted.network_in_force,
-            allow_hosts: if allowlist { spec.allow_hosts.clone() } else { Vec::new() },
+            allow_hosts: if allowlist || fenced { spec.allow_hosts.clone() } else { Vec::new() },
             workdir: created.workdir,
             verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
         })

@@ -29,7 +29,7 @@ fn full() -> SandboxCapabilities {
     SandboxCapabilities {
         isolation: IsolationLevel::Kernel,
         snapshot: SnapshotSupport::Filesystem,
-        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits].into(),
+        features: [Feature::Fork, Feature::PortForward, Feature::ResourceLimits, Feature::EgressFence].into(),
         limits: [Limit::Cpu, Limit::Memory, Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::OciImage, SourceKind::LocalDir, SourceKind::Snapshot].into(),
@@ -227,6 +227,23 @@ fn a_declared_allowlist_is_admitted_and_in_force() {
     assert_eq!(admitted.network_in_force, NetworkInForce::Allowlist);
     // Declaring it changes nothing for a box that does not ask.
     assert_eq!(admit_create(&name(), &caps, &spec()).unwrap().network_in_force, NetworkInForce::Denied);
+}
+
+#[test]
+fn plain_egress_in_a_confining_sandbox_needs_the_fence_and_an_unconfined_one_stays_not_confined() {
+    let mut s = spec();
+    s.network = Some(NetworkPolicy::Egress);
+    let mut caps = full();
+    caps.features.remove(&Feature::EgressFence);
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), Capability::EgressFence);
+    assert_eq!(
+        admit_create(&name(), &caps, &s).unwrap_err().to_string(),
+        "sandbox thing does not support network egress (its egress could reach the host itself and private networks; use --allow-host NAME for an allowlist, or --network deny)"
+    );
+    // A denied box needs no fence; a sandbox that confines nothing says so instead.
+    assert!(admit_create(&name(), &caps, &spec()).is_ok());
+    let admitted = admit_create(&name(), &SandboxCapabilities::nothing(), &s).unwrap();
+    assert_eq!(admitted.network_in_force, NetworkInForce::NotConfined);
 }
 
 #[test]

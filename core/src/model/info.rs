@@ -44,7 +44,8 @@ pub struct Instance {
     pub limits: Resources,
     /// The network confinement actually in force.
     pub network: NetworkInForce,
-    /// With network `allowlist`: the entries its egress proxy enforces.
+    /// With network `allowlist`: the entries its egress proxy enforces;
+    /// with `egress`: the addresses let through its fence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_hosts: Vec<String>,
     /// Where commands start, when the box has a workspace directory.

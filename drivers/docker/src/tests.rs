@@ -79,6 +79,7 @@ fn params(source: Option<WorkspaceSource>, network: NetworkPolicy, ports: Vec<Po
         options: Default::default(),
         workspace_dir: None,
         egress: None,
+        egress_exceptions: Vec::new(),
     }
 }
 

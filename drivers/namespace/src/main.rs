@@ -74,7 +74,9 @@ impl Namespace {
 /// (on an ssh host, sshd makes the session; see `RunParams::tty_session_inside`).
 /// An allowlist only on this machine too (see below).
 fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
-    let mut features = std::collections::BTreeSet::new();
+    // Every egress box is behind the fence, wherever it runs (netwrap.sh);
+    // a host without iptables refuses the box at create instead.
+    let mut features: std::collections::BTreeSet<Feature> = [Feature::EgressFence].into();
     if limits {
         features.insert(Feature::ResourceLimits);
     }
@@ -218,6 +220,6 @@ mod tests {
         assert!(!features(false, true).contains(&Feature::Terminal));
         assert!(features(false, false).contains(&Feature::NetworkAllowlist));
         assert!(!features(false, true).contains(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
-        assert_eq!(features(true, true), [Feature::ResourceLimits].into());
+        assert_eq!(features(true, true), [Feature::ResourceLimits, Feature::EgressFence].into());
     }
 }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
+use tinybox_sdk::fence::{Exception, Fence};
 use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
@@ -20,6 +21,9 @@ use crate::{bwrap, cgroup, seccomp};
 
 /// The orchestration for egress, run by the host's `sh`.
 const NETWRAP: &str = include_str!("netwrap.sh");
+/// The name server slirp4netns gives a box (`--configure`'s default), the
+/// one private address the fence lets it reach, on port 53 only.
+const SLIRP_DNS: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 2, 3);
 
 /// Feeds the seccomp program (`$1`, a printf format) to the command after
 /// it on descriptor 3, where `bwrap --seccomp 3` reads it; the command keeps
@@ -38,6 +42,9 @@ struct Handle {
     /// Loopback only, with the egress proxy core runs for it relayed in
     /// (the endpoint comes with each exec).
     allowlist: bool,
+    /// With egress: what the caller let through its fence (every egress
+    /// box is fenced; a record from before the fence has no exceptions).
+    fence: Vec<Exception>,
     /// The uid and gid bwrap runs as: the workspace's owner, when the caller
     /// is root and the owner is not.
     runas: Option<(u32, u32)>,
@@ -57,6 +64,7 @@ impl Handle {
             "owned": self.owned,
             "egress": self.egress,
             "allowlist": self.allowlist,
+            "fence": self.fence,
             "runas": self.runas.map(|(u, g)| format!("{u}:{g}")),
             "arch": self.arch.map(seccomp::Arch::name),
             "cgroups": self.cgroups,
@@ -81,6 +89,11 @@ impl Handle {
             .and_then(|c| c.as_array())
             .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
+        let fence = match v.get("fence") {
+            None => Vec::new(),
+            Some(f) => serde_json::from_value(f.clone())
+                .map_err(|e| DriverError::invalid(format!("the box record's fence exceptions do not parse: {e}")))?,
+        };
         // A record from before the key: v2 boxes were all under /sys/fs/cgroup/tinybox.
         let cgroup_v2 = v
             .get("cgroup_v2")
@@ -91,6 +104,7 @@ impl Handle {
             owned: v.get("owned").and_then(|o| o.as_bool()).unwrap_or(false),
             egress: v.get("egress").and_then(|e| e.as_bool()).unwrap_or(false),
             allowlist: v.get("allowlist").and_then(|e| e.as_bool()).unwrap_or(false),
+            fence,
             runas,
             arch: v.get("arch").and_then(|a| a.as_str()).and_then(seccomp::Arch::from_uname),
             cgroups,
@@ -142,6 +156,10 @@ as_owner bwrap --unshare-user --unshare-pid --ro-bind / / --ro-bind "$ws" /tmp t
 if [ "$3" = egress ]; then
     command -v slirp4netns >/dev/null 2>&1 || exit 6
     command -v unshare >/dev/null 2>&1 || exit 6
+    command -v setpriv >/dev/null 2>&1 || exit 6
+    sbin=/usr/sbin:/sbin:/usr/bin:/bin
+    { PATH=$sbin command -v iptables-nft-restore || PATH=$sbin command -v iptables-restore; } >/dev/null 2>&1 || exit 12
+    { PATH=$sbin command -v ip6tables-nft-restore || PATH=$sbin command -v ip6tables-restore; } >/dev/null 2>&1 || exit 12
     as_owner sh -c '[ -r /dev/net/tun ] && [ -w /dev/net/tun ]' || exit 7
 fi
 if [ "$3" = allowlist ]; then
@@ -261,7 +279,12 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         }
         Some(6) => {
             return Err(DriverError::unavailable(
-                "egress needs slirp4netns and unshare on the host; install the slirp4netns and util-linux packages",
+                "egress needs slirp4netns, unshare and setpriv on the host; install the slirp4netns and util-linux packages",
+            ));
+        }
+        Some(12) => {
+            return Err(DriverError::unavailable(
+                "egress needs iptables and ip6tables on the host for its fence (no host, no private ranges); install the iptables package",
             ));
         }
         Some(7) => {
@@ -316,6 +339,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         owned,
         egress,
         allowlist,
+        fence: if egress { p.egress_exceptions.clone() } else { Vec::new() },
         runas,
         arch: Some(arch),
         cgroups: Vec::new(),
@@ -376,7 +400,10 @@ fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec
     ];
     v.extend(bwrap_args);
     if handle.egress {
+        let fence = Fence { exceptions: handle.fence.clone(), resolvers: vec![SLIRP_DNS] };
+        let v4 = fence.v4();
         let mut outer = vec!["sh".to_owned(), "-c".to_owned(), NETWRAP.to_owned(), "tinybox-netwrap".to_owned()];
+        outer.extend([v4.head, v4.tail, fence.v6()]);
         outer.extend(v);
         v = outer;
     }

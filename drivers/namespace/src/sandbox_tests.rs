@@ -28,6 +28,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         options: Default::default(),
         workspace_dir: None,
         egress: None,
+        egress_exceptions: Vec::new(),
     }
 }
 
@@ -42,7 +43,7 @@ fn local(path: &str) -> Option<WorkspaceSource> {
 
 fn handle(workspace: &str, owned: bool, egress: bool) -> serde_json::Value {
     serde_json::json!({
-        "workspace": workspace, "owned": owned, "egress": egress, "allowlist": false,
+        "workspace": workspace, "owned": owned, "egress": egress, "allowlist": false, "fence": [],
         "runas": null, "arch": "x86_64", "cgroups": [], "cgroup_v2": false,
     })
 }
@@ -252,13 +253,30 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
     let host = FakeHost::new();
     exec(&host, exec_params(handle(WS, false, true), None)).await.unwrap();
     let run = &host.calls()[0].params;
+    let fence = tinybox_sdk::fence::Fence { exceptions: vec![], resolvers: vec![SLIRP_DNS] };
     let mut expected = words(&["sh", "-c", NETWRAP, "tinybox-netwrap"]);
+    expected.extend([fence.v4().head, fence.v4().tail, fence.v6()]);
     expected.extend(seccomp_feeder());
     expected.extend(boundary(false, "/workspace"));
     assert_eq!(run.argv, expected, "every flag but --unshare-net, which netwrap.sh's namespace replaces");
     assert!(NETWRAP.contains("--disable-host-loopback"), "egress never reaches the host's loopback");
+    assert!(
+        NETWRAP.contains("--keep-caps") && NETWRAP.contains("--bounding-set=-all"),
+        "the fence's capability stays out of the box"
+    );
     assert!(run.clear_env);
     assert_eq!(run.env, path_only());
+
+    // The exceptions a create was given come back from the record, checked again.
+    let mut fenced = handle(WS, false, true);
+    fenced["fence"] = serde_json::json!(["10.254.16.2:8080"]);
+    let host = FakeHost::new();
+    exec(&host, exec_params(fenced.clone(), None)).await.unwrap();
+    let head = &host.calls()[0].params.argv[4];
+    assert!(head.contains("-A OUTPUT -d 10.254.16.2/32 -p tcp --dport 8080 -j ACCEPT\n"), "{head}");
+    fenced["fence"] = serde_json::json!(["10.0.0.1 -j ACCEPT"]);
+    let err = exec(&FakeHost::new(), exec_params(fenced, None)).await.unwrap_err();
+    assert!(err.to_string().contains("fence exceptions do not parse"), "{err}");
 }
 
 #[tokio::test]

@@ -79,6 +79,13 @@ pub enum Feature {
     /// `sandbox.snapshot_exec` runs a read-only command from a snapshot
     /// (a stopped box's newest), without bringing the box back.
     SnapshotExec,
+    /// A box with `NetworkPolicy::Egress` reaches public addresses only:
+    /// never the host's own addresses, loopback, private, link-local,
+    /// CGNAT or reserved ranges, nor IPv6, unless the create listed the
+    /// address as an exception (`CreateParams::egress_exceptions`, the
+    /// rules in [`crate::fence`]). Core admits plain egress on a sandbox
+    /// that confines the network only where this is declared.
+    EgressFence,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -94,6 +101,7 @@ impl fmt::Display for Feature {
             Feature::SnapshotSweep => f.write_str("snapshot_sweep"),
             Feature::NetworkAllowlist => f.write_str("network_allowlist"),
             Feature::SnapshotExec => f.write_str("snapshot_exec"),
+            Feature::EgressFence => f.write_str("egress_fence"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -165,6 +173,9 @@ impl SandboxCapabilities {
         }
         if self.has(&Feature::SnapshotExec) && self.snapshot == SnapshotSupport::None {
             return Err("declares snapshot_exec but takes no snapshots to run from".into());
+        }
+        if self.has(&Feature::EgressFence) && !self.network_deny {
+            return Err("declares egress_fence but cannot deny the network, so nothing confines a box's egress".into());
         }
         if self.has(&Feature::NetworkAllowlist) && !self.network_deny {
             return Err(

@@ -210,6 +210,12 @@ pub struct CreateParams {
     /// listens and the relay program is (ADR 0020).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressEndpoint>,
+    /// With `network` `egress` only: the addresses and networks the caller
+    /// let through the egress fence (`Feature::EgressFence`,
+    /// [`crate::fence`]), canonical, already checked by core. A driver
+    /// keeps them with the box and parses them again before use.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_exceptions: Vec<crate::fence::Exception>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on

@@ -1,0 +1,287 @@
+//! The egress fence (`Feature::EgressFence`): what a box with plain
+//! `egress` may not reach, written once for every driver that puts it in
+//! force with netfilter inside the box's network namespace.
+//!
+//! A box with egress reaches public addresses. It never reaches the host it
+//! runs on (any of its own addresses — a service listening on `0.0.0.0`
+//! answers on each), loopback beyond its own, the private ranges (RFC 1918,
+//! `fc00::/7`), link-local, CGNAT (`100.64/10`), nor the reserved,
+//! documentation, benchmarking, multicast and broadcast ranges — unless the
+//! caller listed that address or network as an exception
+//! (`--network egress --allow-host 10.1.2.3[:PORT]`). IPv6 is refused
+//! entirely but for loopback and listed exceptions: the user-mode networks
+//! boxes get have no IPv6 uplink, and a fence that let it through would
+//! depend on there being none.
+//!
+//! The rules are `iptables-restore` input for the `filter` table's
+//! `OUTPUT` chain, so nothing on the host has to be changed, and they are
+//! put in place by a process holding `CAP_NET_ADMIN` over the box's network
+//! namespace before any of the box's own processes start. The box's
+//! processes never hold that capability there, so they cannot remove the
+//! rules. The host's own addresses are known only on the host the box runs
+//! on, so [`Fence::v4`] leaves a place for them: the driver's script adds
+//! one [`host_address_rule`] per address it finds there.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The IPv4 networks a fenced box never reaches unless listed.
+pub const REFUSED_V4: [&str; 14] = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+];
+
+/// How a refused connection fails inside the box: at once, as "administratively prohibited".
+const REJECT_V4: &str = "-j REJECT --reject-with icmp-admin-prohibited";
+const REJECT_V6: &str = "-j REJECT --reject-with icmp6-adm-prohibited";
+
+/// One network the caller let through the fence, on every port or one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Exception {
+    pub net: ipnet::IpNet,
+    pub port: Option<u16>,
+}
+
+impl FromStr for Exception {
+    type Err = String;
+
+    /// `ADDR`, `ADDR/LEN`, `ADDR:PORT`, `[V6]`, `[V6]:PORT`, `[V6/LEN]:PORT`.
+    fn from_str(value: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{value:?} is not an address or network with an optional port (1.2.3.4, 10.0.0.0/8, 10.1.2.3:80, [fd00::1]:443)"
+            )
+        };
+        let (host, port) = match value.strip_prefix('[') {
+            Some(rest) => {
+                let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+                match after {
+                    "" => (host, None),
+                    _ => (host, Some(after.strip_prefix(':').ok_or_else(bad)?)),
+                }
+            }
+            None => match value.rsplit_once(':') {
+                Some((host, port)) if !host.contains(':') => (host, Some(port)),
+                _ => (value, None),
+            },
+        };
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(0) | Err(_) => return Err(format!("{value:?} has port {p:?}; a port is 1 to 65535")),
+                Ok(p) => Some(p),
+            },
+        };
+        let net = match host.parse::<ipnet::IpNet>() {
+            Ok(net) => net,
+            Err(_) => ipnet::IpNet::from(host.parse::<IpAddr>().map_err(|_| bad())?),
+        };
+        if net != net.trunc() {
+            return Err(format!("{value:?} has host bits set; write the network, {}", net.trunc()));
+        }
+        Ok(Exception { net, port })
+    }
+}
+
+impl TryFrom<String> for Exception {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        value.parse()
+    }
+}
+
+impl From<Exception> for String {
+    fn from(e: Exception) -> String {
+        e.to_string()
+    }
+}
+
+impl fmt::Display for Exception {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whole = self.net.prefix_len() == self.net.max_prefix_len();
+        let host = if whole { self.net.addr().to_string() } else { self.net.to_string() };
+        match (self.net, self.port) {
+            (ipnet::IpNet::V4(_), None) => f.write_str(&host),
+            (ipnet::IpNet::V4(_), Some(p)) => write!(f, "{host}:{p}"),
+            (ipnet::IpNet::V6(_), None) => write!(f, "[{host}]"),
+            (ipnet::IpNet::V6(_), Some(p)) => write!(f, "[{host}]:{p}"),
+        }
+    }
+}
+
+/// The fence for one box: its exceptions and the resolvers it may ask.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fence {
+    pub exceptions: Vec<Exception>,
+    /// The name servers the box's network gives it (slirp4netns's
+    /// `10.0.2.3`, say), reachable on port 53 only.
+    pub resolvers: Vec<Ipv4Addr>,
+}
+
+/// The IPv4 rules in two parts: what comes before the host's own
+/// addresses (loopback, resolvers, exceptions) and what comes after them
+/// (the refused ranges, `COMMIT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    pub head: String,
+    pub tail: String,
+}
+
+impl Fence {
+    /// `iptables-restore` input; between `head` and `tail` go the
+    /// [`host_address_rule`]s of the host's own IPv4 addresses.
+    pub fn v4(&self) -> Rules {
+        let mut head = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n");
+        for r in &self.resolvers {
+            for proto in ["udp", "tcp"] {
+                head.push_str(&format!("-A OUTPUT -d {r}/32 -p {proto} --dport 53 -j ACCEPT\n"));
+            }
+        }
+        for e in self.exceptions.iter().filter(|e| e.net.addr().is_ipv4()) {
+            head.push_str(&accept(e));
+        }
+        let mut tail = String::new();
+        for net in REFUSED_V4 {
+            tail.push_str(&format!("-A OUTPUT -d {net} {REJECT_V4}\n"));
+        }
+        tail.push_str("COMMIT\n");
+        Rules { head, tail }
+    }
+
+    /// `ip6tables-restore` input: loopback and the IPv6 exceptions, nothing else.
+    pub fn v6(&self) -> String {
+        let mut rules = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n");
+        for e in self.exceptions.iter().filter(|e| e.net.addr().is_ipv6()) {
+            rules.push_str(&accept(e));
+        }
+        rules.push_str(&format!("-A OUTPUT {REJECT_V6}\nCOMMIT\n"));
+        rules
+    }
+}
+
+fn accept(e: &Exception) -> String {
+    match e.port {
+        None => format!("-A OUTPUT -d {} -j ACCEPT\n", e.net),
+        Some(p) => ["tcp", "udp"]
+            .iter()
+            .map(|proto| format!("-A OUTPUT -d {} -p {proto} --dport {p} -j ACCEPT\n", e.net))
+            .collect(),
+    }
+}
+
+/// The rule refusing one of the host's own IPv4 addresses, as a `printf`
+/// format taking the address (the driver's script fills it in on the host
+/// the box runs on, from addresses it checked are dotted quads).
+pub const HOST_ADDRESS_RULE: &str = "-A OUTPUT -d %s/32 -j REJECT --reject-with icmp-admin-prohibited\\n";
+
+/// The same rule, made here (for tests and drivers that know the address).
+pub fn host_address_rule(addr: Ipv4Addr) -> String {
+    format!("-A OUTPUT -d {addr}/32 {REJECT_V4}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exceptions_parse_to_one_canonical_form_and_bad_ones_name_the_rule() {
+        for (given, canonical) in [
+            ("10.254.16.2", "10.254.16.2"),
+            ("10.254.16.2:8080", "10.254.16.2:8080"),
+            ("10.0.0.0/8", "10.0.0.0/8"),
+            ("10.0.0.0/8:53", "10.0.0.0/8:53"),
+            ("10.1.2.3/32", "10.1.2.3"),
+            ("[fd00::1]", "[fd00::1]"),
+            ("fd00::1", "[fd00::1]"),
+            ("[fd00::/8]:53", "[fd00::/8]:53"),
+        ] {
+            let e: Exception = given.parse().unwrap_or_else(|err| panic!("{given}: {err}"));
+            assert_eq!(e.to_string(), canonical, "{given}");
+            assert_eq!(canonical.parse::<Exception>().unwrap(), e, "{canonical} reads back");
+        }
+        for (bad, says) in [
+            ("example.com", "not an address or network"),
+            ("10.1.2.3:0", "a port is 1 to 65535"),
+            ("10.1.2.3:http", "a port is 1 to 65535"),
+            ("10.1.2.3:99999", "a port is 1 to 65535"),
+            ("10.1.2.3/8", "host bits set; write the network, 10.0.0.0/8"),
+            ("10.1.2.3 -j ACCEPT", "not an address or network"),
+            ("[fd00::1]x", "not an address or network"),
+            ("", "not an address or network"),
+        ] {
+            let err = bad.parse::<Exception>().unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_v4_rules_accept_loopback_resolvers_and_exceptions_before_refusing_every_listed_range() {
+        let fence = Fence {
+            exceptions: vec!["10.254.16.2:8080".parse().unwrap(), "192.168.0.0/16".parse().unwrap()],
+            resolvers: vec![Ipv4Addr::new(10, 0, 2, 3)],
+        };
+        let Rules { head, tail } = fence.v4();
+        let head: Vec<&str> = head.lines().collect();
+        assert_eq!(
+            head,
+            [
+                "*filter",
+                ":OUTPUT ACCEPT [0:0]",
+                "-A OUTPUT -o lo -j ACCEPT",
+                "-A OUTPUT -d 10.0.2.3/32 -p udp --dport 53 -j ACCEPT",
+                "-A OUTPUT -d 10.0.2.3/32 -p tcp --dport 53 -j ACCEPT",
+                "-A OUTPUT -d 10.254.16.2/32 -p tcp --dport 8080 -j ACCEPT",
+                "-A OUTPUT -d 10.254.16.2/32 -p udp --dport 8080 -j ACCEPT",
+                "-A OUTPUT -d 192.168.0.0/16 -j ACCEPT",
+            ]
+        );
+        let refused: Vec<&str> = tail.lines().filter_map(|l| l.strip_prefix("-A OUTPUT -d ")).collect();
+        assert_eq!(refused.len(), REFUSED_V4.len());
+        for (rule, net) in refused.iter().zip(REFUSED_V4) {
+            assert_eq!(*rule, format!("{net} -j REJECT --reject-with icmp-admin-prohibited"));
+        }
+        assert_eq!(tail.lines().last(), Some("COMMIT"));
+        assert_eq!(
+            host_address_rule(Ipv4Addr::new(192, 0, 2, 7)),
+            HOST_ADDRESS_RULE.replace("%s", "192.0.2.7").replace("\\n", "\n")
+        );
+    }
+
+    #[test]
+    fn the_v6_rules_refuse_everything_but_loopback_and_v6_exceptions() {
+        let fence = Fence {
+            exceptions: vec!["[fd00::/8]:53".parse().unwrap(), "10.0.0.1".parse().unwrap()],
+            resolvers: vec![],
+        };
+        assert_eq!(
+            fence.v6(),
+            "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n\
+             -A OUTPUT -d fd00::/8 -p tcp --dport 53 -j ACCEPT\n-A OUTPUT -d fd00::/8 -p udp --dport 53 -j ACCEPT\n\
+             -A OUTPUT -j REJECT --reject-with icmp6-adm-prohibited\nCOMMIT\n"
+        );
+    }
+
+    #[test]
+    fn every_refused_range_parses_and_is_truncated() {
+        for net in REFUSED_V4 {
+            let n: ipnet::Ipv4Net = net.parse().unwrap();
+            assert_eq!(n, n.trunc(), "{net}");
+        }
+    }
+}
