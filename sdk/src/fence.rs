@@ -46,9 +46,17 @@ pub const REFUSED_V4: [&str; 14] = [
     "240.0.0.0/4",
 ];
 
-/// How a refused connection fails inside the box: at once, as "administratively prohibited".
-const REJECT_V4: &str = "-j REJECT --reject-with icmp-admin-prohibited";
-const REJECT_V6: &str = "-j REJECT --reject-with icmp6-adm-prohibited";
+/// The chain a refused packet jumps to. It fails at once: TCP with a
+/// reset (an ICMP error to a SYN is retried for a second before connect
+/// gives up), anything else as "administratively prohibited".
+pub const REFUSE_CHAIN: &str = "tinybox-refuse";
+const REFUSE: &str = "-j tinybox-refuse";
+
+fn refuse_chain(icmp: &str) -> String {
+    format!(
+        ":{REFUSE_CHAIN} - [0:0]\n-A {REFUSE_CHAIN} -p tcp -j REJECT --reject-with tcp-reset\n-A {REFUSE_CHAIN} -j REJECT --reject-with {icmp}\n"
+    )
+}
 
 /// One network the caller let through the fence, on every port or one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,7 +155,9 @@ impl Fence {
     /// `iptables-restore` input; between `head` and `tail` go the
     /// [`host_address_rule`]s of the host's own IPv4 addresses.
     pub fn v4(&self) -> Rules {
-        let mut head = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n");
+        let mut head = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n");
+        head.push_str(&refuse_chain("icmp-admin-prohibited"));
+        head.push_str("-A OUTPUT -o lo -j ACCEPT\n");
         for r in &self.resolvers {
             for proto in ["udp", "tcp"] {
                 head.push_str(&format!("-A OUTPUT -d {r}/32 -p {proto} --dport 53 -j ACCEPT\n"));
@@ -158,7 +168,7 @@ impl Fence {
         }
         let mut tail = String::new();
         for net in REFUSED_V4 {
-            tail.push_str(&format!("-A OUTPUT -d {net} {REJECT_V4}\n"));
+            tail.push_str(&format!("-A OUTPUT -d {net} {REFUSE}\n"));
         }
         tail.push_str("COMMIT\n");
         Rules { head, tail }
@@ -166,11 +176,13 @@ impl Fence {
 
     /// `ip6tables-restore` input: loopback and the IPv6 exceptions, nothing else.
     pub fn v6(&self) -> String {
-        let mut rules = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n");
+        let mut rules = String::from("*filter\n:OUTPUT ACCEPT [0:0]\n");
+        rules.push_str(&refuse_chain("icmp6-adm-prohibited"));
+        rules.push_str("-A OUTPUT -o lo -j ACCEPT\n");
         for e in self.exceptions.iter().filter(|e| e.net.addr().is_ipv6()) {
             rules.push_str(&accept(e));
         }
-        rules.push_str(&format!("-A OUTPUT {REJECT_V6}\nCOMMIT\n"));
+        rules.push_str(&format!("-A OUTPUT {REFUSE}\nCOMMIT\n"));
         rules
     }
 }
@@ -188,11 +200,11 @@ fn accept(e: &Exception) -> String {
 /// The rule refusing one of the host's own IPv4 addresses, as a `printf`
 /// format taking the address (the driver's script fills it in on the host
 /// the box runs on, from addresses it checked are dotted quads).
-pub const HOST_ADDRESS_RULE: &str = "-A OUTPUT -d %s/32 -j REJECT --reject-with icmp-admin-prohibited\\n";
+pub const HOST_ADDRESS_RULE: &str = "-A OUTPUT -d %s/32 -j tinybox-refuse\\n";
 
 /// The same rule, made here (for tests and drivers that know the address).
 pub fn host_address_rule(addr: Ipv4Addr) -> String {
-    format!("-A OUTPUT -d {addr}/32 {REJECT_V4}\n")
+    format!("-A OUTPUT -d {addr}/32 {REFUSE}\n")
 }
 
 #[cfg(test)]
@@ -243,6 +255,9 @@ mod tests {
             [
                 "*filter",
                 ":OUTPUT ACCEPT [0:0]",
+                ":tinybox-refuse - [0:0]",
+                "-A tinybox-refuse -p tcp -j REJECT --reject-with tcp-reset",
+                "-A tinybox-refuse -j REJECT --reject-with icmp-admin-prohibited",
                 "-A OUTPUT -o lo -j ACCEPT",
                 "-A OUTPUT -d 10.0.2.3/32 -p udp --dport 53 -j ACCEPT",
                 "-A OUTPUT -d 10.0.2.3/32 -p tcp --dport 53 -j ACCEPT",
@@ -254,7 +269,7 @@ mod tests {
         let refused: Vec<&str> = tail.lines().filter_map(|l| l.strip_prefix("-A OUTPUT -d ")).collect();
         assert_eq!(refused.len(), REFUSED_V4.len());
         for (rule, net) in refused.iter().zip(REFUSED_V4) {
-            assert_eq!(*rule, format!("{net} -j REJECT --reject-with icmp-admin-prohibited"));
+            assert_eq!(*rule, format!("{net} -j tinybox-refuse"));
         }
         assert_eq!(tail.lines().last(), Some("COMMIT"));
         assert_eq!(
@@ -271,9 +286,11 @@ mod tests {
         };
         assert_eq!(
             fence.v6(),
-            "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -o lo -j ACCEPT\n\
+            "*filter\n:OUTPUT ACCEPT [0:0]\n:tinybox-refuse - [0:0]\n\
+             -A tinybox-refuse -p tcp -j REJECT --reject-with tcp-reset\n\
+             -A tinybox-refuse -j REJECT --reject-with icmp6-adm-prohibited\n-A OUTPUT -o lo -j ACCEPT\n\
              -A OUTPUT -d fd00::/8 -p tcp --dport 53 -j ACCEPT\n-A OUTPUT -d fd00::/8 -p udp --dport 53 -j ACCEPT\n\
-             -A OUTPUT -j REJECT --reject-with icmp6-adm-prohibited\nCOMMIT\n"
+             -A OUTPUT -j tinybox-refuse\nCOMMIT\n"
         );
     }
 

@@ -108,6 +108,9 @@ fn a_driver_that_overclaims_fails_with_the_probes_that_caught_it() {
     assert_status(&v, "isolation.hardware.own_kernel", "fail");
     assert_status(&v, "limit.pids", "fail");
     assert_status(&v, "network.deny", "fail");
+    // It declares an egress fence, and its egress box reaches the kit's listener on the host.
+    assert_status(&v, "network.egress_fence.host_unreachable", "fail");
+    assert!(detail(&v, "network.egress_fence.host_unreachable").contains("reached the kit's listener"), "{v}");
     // It declares terminals but hands a command asked for on one the pipes it was given.
     assert_status(&v, "feature.terminal", "fail");
     assert!(detail(&v, "feature.terminal").contains("are not terminals"), "{v}");

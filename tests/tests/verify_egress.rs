@@ -163,6 +163,11 @@ fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_check
     for name in ALLOWLIST_CLAIMS {
         assert_status(&v, name, "pass");
     }
+    // With a private test host to try, the fence's claims are both proven.
+    assert_status(&v, "network.egress_fence.host_unreachable", "pass");
+    assert_status(&v, "network.egress_fence.private_unreachable", "pass");
+    let fenced = claim(&v, "network.egress_fence.private_unreachable")["detail"].as_str().unwrap();
+    assert!(fenced.contains(&format!("{}:{HTTP_PORT}; a box listing it did", peer.addr)), "{fenced}");
     assert_eq!(code, 0, "{v}");
     let reached = claim(&v, "network.allowlist.listed_name_reached")["detail"].as_str().unwrap();
     assert!(reached.contains(&format!("{}:{HTTP_PORT}", peer.addr)), "the address connected to: {reached}");

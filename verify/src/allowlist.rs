@@ -30,7 +30,7 @@ pub fn claims() -> impl Iterator<Item = Claim> {
 }
 
 /// The shell prelude finding an `nc` (busybox's will do) as `$NC`.
-const FIND_NC: &str = "if command -v nc >/dev/null 2>&1; then NC=nc; \
+pub(super) const FIND_NC: &str = "if command -v nc >/dev/null 2>&1; then NC=nc; \
      elif command -v busybox >/dev/null 2>&1 && busybox nc --help >/dev/null 2>&1; then NC='busybox nc'; \
      else echo no-nc; exit 0; fi";
 

@@ -41,6 +41,8 @@ pub enum Claim {
     AllowlistHttpsConnect,
     AllowlistSniMismatchRefused,
     AllowlistRedirectRefused,
+    EgressFenceHostUnreachable,
+    EgressFencePrivateUnreachable,
     SnapshotFilesystem,
     FeatureFork,
     FeaturePortForward,
@@ -66,6 +68,8 @@ pub enum Requirement {
     /// `network_allowlist`, and a target to probe it against (the kit's
     /// egress target, docs/specs/conformance.md).
     NetworkAllowlist,
+    /// `egress_fence`: plain egress keeps off the host and private ranges.
+    EgressFence,
     /// Any snapshot support.
     Snapshot,
     Feature(Feature),
@@ -75,7 +79,7 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 43] = [
+    pub const ALL: [Claim; 45] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
         Claim::ProcessCannotPtraceCaller,
@@ -107,6 +111,8 @@ impl Claim {
         Claim::AllowlistHttpsConnect,
         Claim::AllowlistSniMismatchRefused,
         Claim::AllowlistRedirectRefused,
+        Claim::EgressFenceHostUnreachable,
+        Claim::EgressFencePrivateUnreachable,
         Claim::SnapshotFilesystem,
         Claim::FeatureFork,
         Claim::FeaturePortForward,
@@ -155,6 +161,8 @@ impl Claim {
             Claim::AllowlistHttpsConnect => "network.allowlist.https_connect",
             Claim::AllowlistSniMismatchRefused => "network.allowlist.sni_mismatch_refused",
             Claim::AllowlistRedirectRefused => "network.allowlist.redirect_refused",
+            Claim::EgressFenceHostUnreachable => "network.egress_fence.host_unreachable",
+            Claim::EgressFencePrivateUnreachable => "network.egress_fence.private_unreachable",
             Claim::SnapshotFilesystem => "snapshot.filesystem",
             Claim::FeatureFork => "feature.fork",
             Claim::FeaturePortForward => "feature.port_forward",
@@ -208,6 +216,7 @@ impl Claim {
             | Claim::AllowlistHttpsConnect
             | Claim::AllowlistSniMismatchRefused
             | Claim::AllowlistRedirectRefused => Requirement::NetworkAllowlist,
+            Claim::EgressFenceHostUnreachable | Claim::EgressFencePrivateUnreachable => Requirement::EgressFence,
             Claim::SnapshotFilesystem => Requirement::Snapshot,
             Claim::FeatureFork => Requirement::Feature(Feature::Fork),
             Claim::FeaturePortForward => Requirement::Feature(Feature::PortForward),
@@ -243,6 +252,7 @@ impl Claim {
             Requirement::Limit(l) => caps.has(&Feature::ResourceLimits) && caps.limits.contains(&l),
             Requirement::NetworkDeny => caps.network_deny,
             Requirement::NetworkAllowlist => caps.has(&Feature::NetworkAllowlist),
+            Requirement::EgressFence => caps.has(&Feature::EgressFence),
             Requirement::Snapshot => caps.snapshot != SnapshotSupport::None,
             Requirement::Feature(f) => caps.has(&f),
             Requirement::Protocol => true,
@@ -310,6 +320,7 @@ mod tests {
                 Requirement::Limit(_) => "limit.",
                 Requirement::NetworkDeny => "network.",
                 Requirement::NetworkAllowlist => "network.allowlist.",
+                Requirement::EgressFence => "network.egress_fence.",
                 Requirement::Snapshot => "snapshot.",
                 Requirement::Feature(_) => "feature.",
                 Requirement::Protocol => "protocol.",

@@ -444,7 +444,7 @@ fn mounts_verdict(out: &super::Output, tag: &str, host_table: &str, host_ns: &st
 }
 
 /// The host's IPv4 addresses (the kernel's local routes), loopback first.
-fn host_addresses() -> Vec<String> {
+pub(super) fn host_addresses() -> Vec<String> {
     let trie = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
     let mut addrs = vec!["127.0.0.1".to_owned()];
     let lines: Vec<&str> = trie.lines().collect();

@@ -15,6 +15,7 @@ mod allowlist;
 mod claim;
 mod client_hello;
 mod egress_target;
+mod fence;
 mod levels;
 mod privilege;
 mod probes;
@@ -97,6 +98,11 @@ pub struct Finding {
     /// The probe's wall-clock time, commands and engine calls included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
+    /// SKIPPED for a reason that proves nothing is left to rely on (no box
+    /// of that kind can be made here, or it needs the caller's own test
+    /// services): reported, but not held against the verdict.
+    #[serde(skip)]
+    pub excused: bool,
 }
 
 /// One engine operation the kit performed and how long it took.
@@ -148,7 +154,8 @@ impl Report {
         let count = |s: Status| self.claims.iter().filter(|c| c.status == s).count();
         let untargeted =
             |c: &&Finding| self.egress_target.is_none() && c.claim.requirement() == Requirement::NetworkAllowlist;
-        let unproven = self.claims.iter().filter(|c| c.status == Status::Skipped).filter(|c| !untargeted(c)).count();
+        let unproven =
+            self.claims.iter().filter(|c| c.status == Status::Skipped).filter(|c| !untargeted(c) && !c.excused).count();
         Some(Verdict {
             sandbox: self.sandbox.clone(),
             digest,
@@ -304,7 +311,18 @@ impl Kit<'_> {
     }
 
     fn record(&mut self, claim: Claim, status: Status, detail: impl Into<String>, took: Option<Duration>) {
-        self.claims.push(Finding { claim, status, detail: detail.into(), latency_ms: took.map(ms) });
+        self.claims.push(Finding { claim, status, detail: detail.into(), latency_ms: took.map(ms), excused: false });
+    }
+
+    /// A SKIPPED claim that is not held against the verdict (`Finding::excused`).
+    fn record_excused(&mut self, claim: Claim, detail: impl Into<String>) {
+        self.claims.push(Finding {
+            claim,
+            status: Status::Skipped,
+            detail: detail.into(),
+            latency_ms: None,
+            excused: true,
+        });
     }
 
     fn op(&mut self, op: &str, took: Duration, ok: bool) {
@@ -420,6 +438,10 @@ impl Kit<'_> {
         if Claim::FeaturePortForward.declared_by(&self.caps) {
             self.port_forward(source.clone()).await;
         }
+        if Claim::EgressFenceHostUnreachable.declared_by(&self.caps) {
+            let target = self.egress_target.clone();
+            self.egress_fence(source.clone(), target.as_ref()).await;
+        }
         if Claim::AllowlistListedNameReached.declared_by(&self.caps) {
             let target = self.egress_target.clone();
             self.allowlist(source, target.as_ref()).await;
@@ -440,7 +462,7 @@ impl Kit<'_> {
         }
         for claim in Claim::properties() {
             let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip)
-                || claim.requirement() == Requirement::NetworkAllowlist;
+                || matches!(claim.requirement(), Requirement::NetworkAllowlist | Requirement::EgressFence);
             if !claim.declared_by(&self.caps) || own_box {
                 continue;
             }
@@ -552,7 +574,7 @@ mod tests {
             claims: statuses
                 .iter()
                 .zip(Claim::ALL)
-                .map(|(s, c)| Finding { claim: c, status: *s, detail: String::new(), latency_ms: None })
+                .map(|(s, c)| Finding { claim: c, status: *s, detail: String::new(), latency_ms: None, excused: false })
                 .collect(),
             operations: Vec::new(),
             egress_target: None,

@@ -41,7 +41,7 @@ for a in $addrs; do
     case $a in
     *[!0-9.]* | '') continue ;;
     esac
-    host_rules="$host_rules$(printf '%s' "-A OUTPUT -d $a/32 -j REJECT --reject-with icmp-admin-prohibited")
+    host_rules="$host_rules$(printf '%s' "-A OUTPUT -d $a/32 -j tinybox-refuse")
 "
 done
 d=$(mktemp -d "${TMPDIR:-/tmp}/tinybox-net.XXXXXX")

@@ -260,6 +260,8 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
     expected.extend(boundary(false, "/workspace"));
     assert_eq!(run.argv, expected, "every flag but --unshare-net, which netwrap.sh's namespace replaces");
     assert!(NETWRAP.contains("--disable-host-loopback"), "egress never reaches the host's loopback");
+    let host_rule = tinybox_sdk::fence::HOST_ADDRESS_RULE.replace("%s", "$a").replace("\\n", "");
+    assert!(NETWRAP.contains(&format!("\"{host_rule}\"")), "netwrap.sh refuses each host address as the sdk does");
     assert!(
         NETWRAP.contains("--keep-caps") && NETWRAP.contains("--bounding-set=-all"),
         "the fence's capability stays out of the box"

@@ -1,5 +1,5 @@
 //! `overclaims`: a sandbox that declares hardware isolation, network deny,
-//! a pids limit and terminals, yet runs every command on its host
+//! an egress fence, a pids limit and terminals, yet runs every command on its host
 //! unconfined through `host.run` (it is `relay` with a false declaration),
 //! applies no limit and runs a command asked for on a terminal without one.
 //! The conformance kit must catch each of these claims with its probe.
@@ -12,7 +12,7 @@ use crate::relay::Relay;
 pub fn overclaims(me: Invocation) -> ! {
     let capabilities = SandboxCapabilities {
         isolation: IsolationLevel::Hardware,
-        features: [Feature::ResourceLimits, Feature::Terminal].into(),
+        features: [Feature::ResourceLimits, Feature::Terminal, Feature::EgressFence].into(),
         limits: [Limit::Pids].into(),
         network_deny: true,
         sources: [SourceKind::LocalDir].into(),
