@@ -90,9 +90,16 @@ History: with tokio's default 8 KiB copy buffers (before commit 48cebfd)
 this script measured the allowlist at 0.41× plain egress's throughput by
 address and 0.46× by name (200 and 221 vs 486 MB/s; 2026-12-01, that
 build's `tinybox-egress` swapped in); 256 KiB buffers in the proxy and the
-relay are what moved it. They cost a little per connection (the buffers
-are allocated for each): +0.08 ms added setup by address before, about
-+0.15 ms after.
+relay are what moved it. The buffers are allocated per connection; what
+that costs is below this machine's noise (+0.08 ms added setup by address
+before, -0.15 to +0.38 ms after).
+
+Spread: three runs of this script on 2026-12-01 (builds of commits
+efa8f7e and twice 3083718; load average 5-8 from other builds on this
+2-core machine) measured 0.99-1.57×
+by address and 0.94-1.35× by name, and added setup of -0.15 to +0.38 ms by
+address and +0.30 to +1.19 ms by name (the name side resolves through the
+test DNS server, a Python loop, on every connection).
 
 This section alone: `sudo contrib/bench/egress target/bench && python3
 contrib/bench/egress_report.py target/bench` (after a release build).
