@@ -532,7 +532,7 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
     let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
     Ok(if out.success() {
         let net = match (handle.egress, handle.allowlist) {
-            (true, _) => "egress via slirp4netns, no host loopback",
+            (true, _) => "egress via slirp4netns behind the fence (iptables in the box's network namespace)",
             (_, true) => "allowlist: loopback only, with the egress proxy relayed in",
             _ => "loopback only",
         };
