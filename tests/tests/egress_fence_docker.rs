@@ -12,9 +12,13 @@ use std::sync::Arc;
 use tinybox_core::Tinybox;
 use tinybox_core::clock::SystemClock;
 use tinybox_core::model::{BoxId, Lifecycle, NetworkPolicy};
+use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::docker::{self, Namespace, docker, run, run_ok};
 use tinybox_tests::netns::TestHost;
 use tinybox_tests::skip;
+
+/// One test host at a time: a [`TestHost`]'s names are this process's.
+static ONE_TEST_HOST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TEST: &str = "egress_fence_docker::a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_listed";
 
@@ -44,6 +48,7 @@ async fn a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_l
     if let Some(why) = docker::unavailable() {
         return skip(TEST, &why);
     }
+    let _one = ONE_TEST_HOST.lock().await;
     let Some(peer) = TestHost::start("dfence") else {
         return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
     };
@@ -79,8 +84,11 @@ async fn a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_l
     // it tries what its tools allow, and the fence still stands.
     let status = run_ok(&tb, &plain.id, &["sh", "-c", "id -u; grep CapEff /proc/self/status"]).await;
     assert_eq!(status, "0\nCapEff:\t0000000000000000\n", "the box's root holds a capability");
-    let tried = run(&tb, &plain.id, &["sh", "-c", "ip route flush table all && ip link set eth0 down"]).await;
-    assert!(!tried.status.success(), "the box's root changed its network: {tried:?}");
+    for attempt in ["ip route flush table all", "ip link set eth0 down", "ip route add 10.254.0.0/16 dev eth0"] {
+        let tried = run(&tb, &plain.id, &["sh", "-c", attempt]).await;
+        assert!(!tried.status.success(), "the box's root could `{attempt}`: {tried:?}");
+        assert!(tried.stderr.contains("Operation not permitted"), "`{attempt}`: {}", tried.stderr);
+    }
     let got = connect(&tb, &plain.id, &peer.addr, &peer_port).await;
     assert!(got.is_err(), "after the box's attempts, it reached the test host: {got:?}");
 
@@ -122,4 +130,59 @@ async fn a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_l
     let (_, left, _) = docker(&["ps", "-aq", "--filter", &label]);
     assert_eq!(left.trim(), "", "containers left in the namespace");
     tb.close().await;
+}
+
+/// The user who reaches docker through its group only (contrib/setup/start-test-user).
+const DOCKER_USER: &str = "tinybox-docker";
+
+#[test]
+fn a_docker_group_user_s_egress_box_is_fenced_too() {
+    const TEST: &str = "egress_fence_docker::a_docker_group_user_s_egress_box_is_fenced_too";
+    if let Some(why) = docker::unavailable() {
+        return skip(TEST, &why);
+    }
+    let id = |flag: &str| {
+        let out = std::process::Command::new("id").args([flag, DOCKER_USER]).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse::<u32>().ok().filter(|_| out.status.success())
+    };
+    let groups = std::process::Command::new("id").args(["-nG", DOCKER_USER]).output();
+    let in_docker = groups.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().any(|g| g == "docker"));
+    let (Some(uid), Some(gid), true) = (id("-u"), id("-g"), in_docker) else {
+        return skip(TEST, &format!("no user {DOCKER_USER} in group docker (contrib/setup/start-test-user makes it)"));
+    };
+    let _one = ONE_TEST_HOST.blocking_lock();
+    let Some(peer) = TestHost::start("dgroup") else {
+        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    };
+    let who = Principal::User { name: DOCKER_USER.into(), uid, gid };
+    let env = BoxEnv::new(&who);
+    let ns = Namespace::new("fence-group");
+    let create = |extra: &[&str]| {
+        let mut args = vec!["create", "--sandbox", "docker", "--namespace", &ns.name, "--network", "egress"];
+        args.extend_from_slice(extra);
+        let out = env.cli(&args).env("TINYBOX_DOCKER_BASE_IMAGE", docker::BASE_IMAGE).output().unwrap();
+        assert!(out.status.success(), "{DOCKER_USER}: create {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let nc = |box_id: &str, addr: &str, port: &str| {
+        let out = env.run(&["exec", box_id, "--", "nc", "-w", "5", addr, port]);
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let port = peer.port.to_string();
+    let plain = create(&[]);
+    let (reached, said) = nc(&plain, &peer.addr, &port);
+    assert!(!reached || said.is_empty(), "{DOCKER_USER}'s plain egress box reached the private test host: {said}");
+    let gateway = bridge_gateway();
+    let (reached, said) = nc(&plain, &gateway, "22");
+    assert!(!reached || said.is_empty(), "{DOCKER_USER}'s box reached this machine on {gateway}: {said}");
+    let listed = format!("{}:{}", peer.addr, peer.port);
+    let listing = create(&["--allow-host", &listed]);
+    assert_eq!(nc(&listing, &peer.addr, &port), (true, "hello".to_owned()), "{DOCKER_USER}: the listed test host");
+    for box_id in [&plain, &listing] {
+        let out = env.run(&["rm", box_id]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    let (_, left, _) = docker(&["ps", "-aq", "--filter", &label]);
+    assert_eq!(left.trim(), "", "containers left in the namespace");
 }
