@@ -4,7 +4,9 @@
 //! through docker's bridge, any of `hostname -I`'s addresses or loopback;
 //! listed, the test host is reached; the box holds no capability and its
 //! root's attempts leave the fence standing; forks and resumed boxes are
-//! fenced again; `rm` leaves no helper container behind.
+//! fenced again; `rm` leaves no helper container behind. The same holds
+//! for a user who reaches docker through the docker group only, and for a
+//! docker host reached over ssh.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -15,7 +17,8 @@ use tinybox_core::model::{BoxId, Lifecycle, NetworkPolicy};
 use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::docker::{self, Namespace, docker, run, run_ok};
 use tinybox_tests::netns::TestHost;
-use tinybox_tests::skip;
+use tinybox_tests::sshd::Sshd;
+use tinybox_tests::{Cli, skip};
 
 /// One test host at a time: a [`TestHost`]'s names are this process's.
 static ONE_TEST_HOST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -181,6 +184,54 @@ fn a_docker_group_user_s_egress_box_is_fenced_too() {
     for box_id in [&plain, &listing] {
         let out = env.run(&["rm", box_id]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    let (_, left, _) = docker(&["ps", "-aq", "--filter", &label]);
+    assert_eq!(left.trim(), "", "containers left in the namespace");
+}
+
+#[test]
+fn an_egress_box_of_a_docker_host_reached_over_ssh_is_fenced_there() {
+    const TEST: &str = "egress_fence_docker::an_egress_box_of_a_docker_host_reached_over_ssh_is_fenced_there";
+    if let Some(why) = docker::unavailable() {
+        return skip(TEST, &why);
+    }
+    let sshd = match Sshd::start() {
+        Ok(s) => s,
+        Err(why) => return skip(TEST, &why),
+    };
+    let _one = ONE_TEST_HOST.blocking_lock();
+    let Some(peer) = TestHost::start("dssh") else {
+        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    };
+    let cli = Cli::new();
+    let ns = Namespace::new("fence-ssh");
+    // root on this machine's sshd, with this machine's daemon: docker over there.
+    let host_add = sshd.host_add_args("far", "root");
+    let (code, _, err) = cli.run(&host_add.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{err}");
+    let create = |extra: &[&str]| {
+        let mut args = vec!["--host", "far", "--sandbox", "docker", "--namespace", &ns.name, "--network", "egress"];
+        args.extend_from_slice(extra);
+        cli.create(&args)
+    };
+    let nc = |box_id: &str, addr: &str, port: &str| {
+        let (code, out, _) = cli.run(&["exec", box_id, "--", "nc", "-w", "5", addr, port]);
+        (code == 0, out)
+    };
+    let port = peer.port.to_string();
+    let plain = create(&[]);
+    let (reached, said) = nc(&plain, &peer.addr, &port);
+    assert!(!reached || said.is_empty(), "a plain egress box over ssh reached the private test host: {said}");
+    let gateway = bridge_gateway();
+    let (reached, said) = nc(&plain, &gateway, "22");
+    assert!(!reached || said.is_empty(), "a box over ssh reached its docker host on {gateway}: {said}");
+    let listed = format!("{}:{}", peer.addr, peer.port);
+    let listing = create(&["--allow-host", &listed]);
+    assert_eq!(nc(&listing, &peer.addr, &port), (true, "hello".to_owned()), "the listed test host, over ssh");
+    for box_id in [&plain, &listing] {
+        let (code, _, err) = cli.run(&["rm", box_id]);
+        assert_eq!(code, 0, "{err}");
     }
     let label = format!("label=tinybox.namespace={}", ns.name);
     let (_, left, _) = docker(&["ps", "-aq", "--filter", &label]);
