@@ -46,7 +46,7 @@ fn the_rules_are_the_sdk_s_with_the_host_s_own_addresses_between_head_and_tail()
     let (published, _) = rules(&exceptions, &resolvers, &host, true);
     assert_eq!(published, format!("{}{REPLIES}{middle}{}", sdk.head, sdk.tail));
     assert!(v4.contains("-A OUTPUT -d 10.255.255.53/32 -p udp --dport 53 -j ACCEPT\n"), "{v4}");
-    assert!(v4.contains("-A OUTPUT -d 172.17.0.1/32 -j REJECT"), "{v4}");
+    assert!(v4.contains("-A OUTPUT -d 172.17.0.1/32 -j tinybox-refuse"), "{v4}");
     assert_eq!(v6, fence.v6());
 }
 
