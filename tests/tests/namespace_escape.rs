@@ -371,6 +371,8 @@ fn egress_is_fenced_from_the_host_and_private_ranges_unless_an_address_is_listed
         let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json");
         assert_eq!(info["workspace"]["network"], "egress", "{}", text(&out.stdout));
         assert_eq!(info["workspace"]["allow_hosts"], serde_json::json!([listed]), "{}", text(&out.stdout));
+        let shown = text(&env.run(&["inspect", &listing]).stdout);
+        assert!(shown.contains(&format!("not the host, private or local ranges, but for {listed})")), "{shown}");
         // A name is not an exception: one line, and no box.
         let before = env.run(&["--json", "ls"]).stdout;
         let out = env.run(&["create", "--sandbox", "namespace", "--network", "egress", "--allow-host", "allowed.test"]);

@@ -69,10 +69,23 @@ impl InspectCmd {
     }
 }
 
-/// The network in force, with an allowlist's entries and where its log is.
+/// The network in force: egress behind its fence and what it lets
+/// through, or an allowlist's entries and where its log is.
 fn network(ws: &tinybox_core::model::Instance, id: &BoxId) -> String {
-    if ws.allow_hosts.is_empty() {
-        return ws.network.to_string();
+    use tinybox_core::model::NetworkInForce;
+    match (ws.network, ws.allow_hosts.is_empty()) {
+        (NetworkInForce::Egress, true) => {
+            "egress (public addresses only: not the host, private or local ranges)".into()
+        }
+        (NetworkInForce::Egress, false) => format!(
+            "egress (public addresses only: not the host, private or local ranges, but for {})",
+            ws.allow_hosts.join(", ")
+        ),
+        (_, true) => ws.network.to_string(),
+        (_, false) => format!(
+            "{}: {} (through its egress proxy; `tinybox logs --network {id}`)",
+            ws.network,
+            ws.allow_hosts.join(", ")
+        ),
     }
-    format!("{}: {} (through its egress proxy; `tinybox logs --network {id}`)", ws.network, ws.allow_hosts.join(", "))
 }

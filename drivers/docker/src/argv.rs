@@ -109,6 +109,9 @@ pub struct RunSpec<'a> {
     /// An allowlist box's egress: the relay and the proxy's directory on
     /// this machine, from the box's own create (never from an image).
     pub egress: Option<Egress<'a>>,
+    /// An egress box's fenced network namespace: the holder container it
+    /// joins (fence.rs), which publishes its ports in its place.
+    pub netns: Option<&'a str>,
 }
 
 /// What an allowlist box's container binds and runs for its egress proxy.
@@ -140,13 +143,14 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
     // Hardening that costs nothing: no privilege gain through setuid
     // binaries, and no capabilities at all.
     a.extend(["--security-opt", "no-new-privileges", "--cap-drop", "ALL"].map(String::from));
-    let network = match spec.network {
+    let network = match (spec.network, spec.netns) {
         // An allowlist box has no network but its loopback, where the relay
         // listens; its proxy's socket is bound in.
-        NetworkPolicy::Denied | NetworkPolicy::Allowlist => "none",
-        NetworkPolicy::Egress => "bridge",
+        (NetworkPolicy::Denied | NetworkPolicy::Allowlist, _) => "none".to_owned(),
+        (NetworkPolicy::Egress, Some(holder)) => format!("container:{holder}"),
+        (NetworkPolicy::Egress, None) => "bridge".to_owned(),
     };
-    a.extend(["--network".into(), network.into()]);
+    a.extend(["--network".into(), network]);
     if let Some(cpus) = spec.resources.cpus {
         a.extend(["--cpus".into(), format!("{cpus}")]);
     }
@@ -157,7 +161,8 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
     if let Some(pids) = spec.resources.pids {
         a.extend(["--pids-limit".into(), pids.to_string()]);
     }
-    for p in spec.ports {
+    // A joined namespace's ports are its holder's to publish.
+    for p in spec.ports.iter().filter(|_| spec.netns.is_none()) {
         // Loopback only: a box's port is for this machine, not its network.
         a.extend(["--publish".into(), format!("127.0.0.1:{}:{}", p.host, p.guest)]);
     }

@@ -111,6 +111,7 @@ fn a_proxy_directory_with_a_comma_cannot_add_a_mount_option() {
         ports: &[],
         local_only: false,
         egress: Some(spec_egress),
+        netns: None,
     };
     let a = argv::run(&spec);
     assert!(has_pair(&a, "--mount", "type=bind,\"source=/s/a,readonly=false\",target=/run/tinybox/egress,readonly"));

@@ -12,6 +12,9 @@
 //! With its daemon on this machine it declares `network_allowlist`: an
 //! allowlist box's container has no network, and its keepalive runs under
 //! the static egress relay this driver embeds (`relay.rs`, ADR 0020).
+//! Where the docker CLI talks to a daemon on its own machine it declares
+//! `egress_fence`: an egress box joins a network namespace fenced before
+//! it starts (`fence.rs`, ADR 0021).
 //!
 //! A stopped box is read from its newest snapshot (`snapshot_exec`, in
 //! from_snapshot.rs): a short-lived read-only container from that image.
@@ -21,8 +24,10 @@
 //! reaches it); core refuses both before this driver hears of them.
 
 mod argv;
+mod destroy;
 mod execs;
 mod failure;
+mod fence;
 mod from_snapshot;
 mod host;
 mod relay;
@@ -47,6 +52,9 @@ struct DockerSandbox {
     /// Whether the boxes' docker daemon is on this machine, where core's
     /// egress proxies are (decided in the handshake).
     local: std::sync::OnceLock<bool>,
+    /// Whether the daemon is on the box's host, whose addresses the fence
+    /// reads (decided in the handshake).
+    fenced: std::sync::OnceLock<bool>,
 }
 
 /// Whether boxes are made on this machine: core's host is not another one
@@ -55,15 +63,23 @@ struct DockerSandbox {
 /// context), so a path on this machine is one the daemon can bind.
 fn is_local(config: &serde_json::Value, docker_host: Option<&str>, docker_context: Option<&str>) -> bool {
     let remote = config.pointer("/host/remote").and_then(|r| r.as_bool()).unwrap_or(false);
+    !remote && daemon_on_host(docker_host, docker_context)
+}
+
+/// Whether the docker CLI on the box's host talks to a daemon on that same
+/// machine (a local socket, no other context): then the host's own
+/// addresses, which the egress fence refuses, are the daemon's.
+fn daemon_on_host(docker_host: Option<&str>, docker_context: Option<&str>) -> bool {
     let socket = docker_host.is_none_or(|h| h.is_empty() || h.starts_with("unix://"));
     let context = docker_context.is_none_or(|c| c.is_empty() || c == "default");
-    !remote && socket && context
+    socket && context
 }
 
 /// What this driver really enforces, and nothing else. An allowlist only
 /// for boxes on this machine: the proxy runs beside core, and its socket
-/// (and the relay) can be bound into a container here, not on another machine.
-fn capabilities(local: bool) -> SandboxCapabilities {
+/// (and the relay) can be bound into a container here, not on another
+/// machine. The egress fence only where the daemon is on the box's host.
+fn capabilities(local: bool, fenced: bool) -> SandboxCapabilities {
     let mut features: std::collections::BTreeSet<Feature> = [
         Feature::Fork,
         Feature::PortForward,
@@ -75,6 +91,9 @@ fn capabilities(local: bool) -> SandboxCapabilities {
     .into();
     if local {
         features.insert(Feature::NetworkAllowlist);
+    }
+    if fenced {
+        features.insert(Feature::EgressFence);
     }
     SandboxCapabilities {
         isolation: IsolationLevel::Kernel,
@@ -146,8 +165,9 @@ fn probe_daemon(cli: &std::path::Path, bound: std::time::Duration) -> Result<Str
 impl SandboxDriver for DockerSandbox {
     fn configure(&self, host: &HostHandle) {
         let env = |name: &str| std::env::var(name).ok();
-        let _ =
-            self.local.set(is_local(host.config(), env("DOCKER_HOST").as_deref(), env("DOCKER_CONTEXT").as_deref()));
+        let (docker_host, context) = (env("DOCKER_HOST"), env("DOCKER_CONTEXT"));
+        let _ = self.local.set(is_local(host.config(), docker_host.as_deref(), context.as_deref()));
+        let _ = self.fenced.set(daemon_on_host(docker_host.as_deref(), context.as_deref()));
     }
 
     fn info(&self) -> DriverInfo {
@@ -155,10 +175,17 @@ impl SandboxDriver for DockerSandbox {
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
-        capabilities(self.local.get().copied().unwrap_or(false))
+        capabilities(self.local.get().copied().unwrap_or(false), self.fenced.get().copied().unwrap_or(false))
     }
 
     async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
+        let fenced = self.fenced.get().copied().unwrap_or(false);
+        if params.network == Some(tinybox_sdk::model::NetworkPolicy::Egress) && !fenced {
+            return Err(DriverError::unavailable(
+                "the docker sandbox cannot fence egress here: the docker CLI talks to a daemon on another machine \
+                 (DOCKER_HOST or a docker context), whose own addresses it cannot read",
+            ));
+        }
         // The relay is written only where it can be bound: on this machine.
         let local = self.local.get().copied().unwrap_or(false);
         let relay = match (params.network, host.state_dir()) {
@@ -212,7 +239,11 @@ fn main() {
         println!("tinybox-driver-docker {}", env!("CARGO_PKG_VERSION"));
         return;
     }
-    tinybox_sdk::run_sandbox_main(DockerSandbox { docker: Docker::new(Config::from_env()), local: Default::default() })
+    tinybox_sdk::run_sandbox_main(DockerSandbox {
+        docker: Docker::new(Config::from_env()),
+        local: Default::default(),
+        fenced: Default::default(),
+    })
 }
 
 #[cfg(test)]
@@ -221,15 +252,18 @@ mod main_tests {
 
     #[test]
     fn the_declaration_is_consistent_and_claims_no_disk_limit_or_pause() {
-        let caps = capabilities(true);
+        let caps = capabilities(true, true);
         caps.check_consistent().unwrap();
+        assert!(caps.has(&Feature::EgressFence));
         assert!(caps.is_suitable_for_untrusted_code());
         assert!(!caps.limits.contains(&Limit::Disk));
         assert!(!caps.has(&Feature::PauseResume));
         assert!(!caps.sources.contains(&SourceKind::GitRepo));
         assert!(caps.has(&Feature::NetworkAllowlist));
-        capabilities(false).check_consistent().unwrap();
-        assert!(!capabilities(false).has(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
+        capabilities(false, true).check_consistent().unwrap();
+        assert!(!capabilities(false, true).has(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
+        assert!(capabilities(false, true).has(&Feature::EgressFence), "an ssh host's own daemon is fenced there");
+        assert!(!capabilities(false, false).has(&Feature::EgressFence), "a daemon elsewhere is not");
     }
 
     #[test]
@@ -242,5 +276,7 @@ mod main_tests {
         assert!(!is_local(&here, Some("tcp://10.0.0.2:2376"), None), "a daemon reached over tcp");
         assert!(!is_local(&here, Some("ssh://builder"), None));
         assert!(!is_local(&here, None, Some("remote-ctx")), "a docker context may name another machine");
+        assert!(daemon_on_host(None, None) && daemon_on_host(Some("unix:///run/d.sock"), Some("default")));
+        assert!(!daemon_on_host(Some("tcp://10.0.0.2:2376"), None) && !daemon_on_host(None, Some("remote-ctx")));
     }
 }

@@ -31,8 +31,8 @@ pub const MIN_PIDS: u64 = 16;
 /// How long removing an interrupted create waits for the daemon to finish
 /// a container it is still making (its layer, on a loaded host), and how
 /// often it looks meanwhile.
-const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
-const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+pub(crate) const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How long `inspect` waits for a commit's pause or a removal to end
 /// before it reports the container as it finds it.
@@ -76,10 +76,19 @@ pub struct Handle {
     /// Network `none` with the box's egress proxy relayed in (ADR 0020).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allowlist: bool,
+    /// With egress: the container holding the box's fenced network
+    /// namespace (fence.rs, ADR 0021), what its fence let through, and the
+    /// resolvers it may ask, as read before the box started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fence: Vec<tinybox_sdk::fence::Exception>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolvers: Vec<std::net::Ipv4Addr>,
 }
 
 impl Handle {
-    fn of(target: &BoxRef) -> Result<Handle, DriverError> {
+    pub(crate) fn of(target: &BoxRef) -> Result<Handle, DriverError> {
         serde_json::from_value(target.handle.clone()).map_err(|e| {
             DriverError::invalid(format!("box {}'s handle is not one this docker driver made: {e}", target.box_id))
         })
@@ -87,7 +96,7 @@ impl Handle {
 }
 
 pub struct Docker {
-    config: Config,
+    pub(crate) config: Config,
     execs: Execs,
 }
 
@@ -178,7 +187,17 @@ impl Docker {
             }
             (NetworkPolicy::Egress, false) => (p.ports.clone(), None),
         };
+        // An egress box joins a network namespace fenced before it starts.
+        let fenced = match network {
+            NetworkPolicy::Egress => {
+                let owner =
+                    crate::fence::Owner { container: &container, box_id: p.box_id.as_str(), namespace: &p.namespace };
+                Some(crate::fence::prepare(host, owner, &p.egress_exceptions, &published).await?)
+            }
+            _ => None,
+        };
         let spec = RunSpec {
+            netns: fenced.as_ref().map(|f| f.holder.as_str()),
             container: &container,
             box_id: p.box_id.as_str(),
             namespace: &p.namespace,
@@ -196,13 +215,21 @@ impl Docker {
             None => host.capture(run).await?,
         };
         if !made.success() {
-            return Err(self.creation_failed(host, &container, &p, &image, &made).await);
+            let failed = self.creation_failed(host, &container, &p, &image, &made).await;
+            if fenced.is_some() {
+                let _ = crate::fence::remove_helpers(host, &container).await;
+            }
+            return Err(failed);
         }
         if spec.egress.is_some() {
             self.check_egress(host, &container, &p).await?;
         }
         let workdir = workspace.as_ref().map(|_| argv::WORKSPACE.to_owned());
+        let (netns, resolvers) = fenced.map(|f| (Some(f.holder), f.resolvers)).unwrap_or_default();
         let handle = Handle {
+            fence: if netns.is_some() { p.egress_exceptions.clone() } else { Vec::new() },
+            netns,
+            resolvers,
             container,
             image,
             network: if network == NetworkPolicy::Egress { "bridge" } else { "none" }.into(),
@@ -422,95 +449,6 @@ impl Docker {
             // Not knowing is no reason to replace the command's own status.
             Err(e) if e.code == ErrorCode::Unavailable => Err(e),
             Err(_) => Ok(()),
-        }
-    }
-
-    pub async fn destroy(&self, host: &dyn Host, target: BoxRef) -> Result<(), DriverError> {
-        // A box whose create never answered is found by its name alone.
-        if let Some(namespace) = target.interrupted_namespace() {
-            return self.destroy_interrupted(host, namespace, target.box_id.as_str()).await;
-        }
-        let container = Handle::of(&target)?.container;
-        // A removal an earlier, interrupted `rm` started goes on in the
-        // daemon: it is waited out (bounded), and its end is this one's.
-        let start = std::time::Instant::now();
-        let mut waited = false;
-        loop {
-            let done = host.capture(argv::remove(&container)).await?;
-            if done.success() {
-                return Ok(());
-            }
-            match failure::cause(&done) {
-                Cause::RemovalInProgress if start.elapsed() < SETTLE_WAIT => {
-                    waited = true;
-                    tokio::time::sleep(CLAIM_POLL).await;
-                }
-                // The removal waited out has ended: the container is gone.
-                Cause::NoSuchContainer if waited => return Ok(()),
-                _ => return Err(failure::error(&format!("docker rm {container}"), &done)),
-            }
-        }
-    }
-
-    /// Removes the container of a create that never answered, including
-    /// one the daemon is still making: a killed `docker run` client leaves
-    /// its create request running in the daemon, which reserves the name
-    /// at once but registers the container (and answers `docker rm`) only
-    /// once its layer is made, possibly after a first `rm` found nothing.
-    /// So the name is claimed with a container of this driver's own that
-    /// is never started: a claim refused because the name is in use means
-    /// a container is (being) made under it, which is removed (waiting,
-    /// bounded, for the daemon to finish it) before claiming again; a claim
-    /// that succeeds proves no create holds the name, and no late one can
-    /// finish under it, so removing the claim leaves nothing. Without the
-    /// base image on the host the name cannot be claimed: one `rm` is all.
-    async fn destroy_interrupted(&self, host: &dyn Host, namespace: &str, box_id: &str) -> Result<(), DriverError> {
-        let container = argv::container_name(namespace, box_id);
-        let remove = async || -> Result<bool, DriverError> {
-            let done = host.capture(argv::remove(&container)).await?;
-            if done.success() {
-                Ok(true)
-            } else if failure::cause(&done) == Cause::NoSuchContainer {
-                Ok(false)
-            } else {
-                Err(failure::error(&format!("docker rm {container}"), &done))
-            }
-        };
-        let mut removed = remove().await?;
-        let image = &self.config.base_image;
-        if image.is_empty() || image.starts_with('-') {
-            return if removed { Ok(()) } else { Err(DriverError::not_found(format!("no container {container}"))) };
-        }
-        let claim = argv::claim(&container, box_id, namespace, image);
-        let start = std::time::Instant::now();
-        loop {
-            let claimed = host.capture(claim.clone()).await?;
-            if claimed.success() {
-                remove().await?;
-                break;
-            }
-            match failure::cause(&claimed) {
-                Cause::NameInUse if start.elapsed() < CLAIM_WAIT => {
-                    // The daemon is still making it: poll until it is
-                    // registered and removable.
-                    removed |= remove().await?;
-                    tokio::time::sleep(CLAIM_POLL).await;
-                }
-                Cause::NameInUse => {
-                    return Err(DriverError::failed(format!(
-                        "container {container} was still being made by the docker daemon {}s after its create \
-                         was interrupted; run `tinybox rm` again",
-                        CLAIM_WAIT.as_secs()
-                    )));
-                }
-                Cause::NoSuchImage => break,
-                _ => return Err(failure::error(&format!("docker create {container}"), &claimed)),
-            }
-        }
-        if removed {
-            Ok(())
-        } else {
-            Err(DriverError::not_found(format!("no container {container}: box {box_id}'s create made none")))
         }
     }
 

@@ -177,12 +177,24 @@ async fn a_workspace_whose_owner_cannot_be_read_is_refused_before_any_container(
 #[tokio::test]
 async fn ports_are_published_with_egress_and_not_with_the_network_denied() {
     let ports = vec![PortMapping { host: 8080, guest: 80 }];
-    let host = FakeHost::replying(|_| ok("abc"));
+    let host = FakeHost::replying(|argv| match argv[0].as_str() {
+        "sh" => ok("dir /usr\naddr 192.0.2.2\n"),
+        _ => ok("abc"),
+    });
     let made = docker().create(&host, params(None, NetworkPolicy::Egress, ports.clone())).await.unwrap();
-    let a = &commands(&host)[0];
-    assert!(has_pair(a, "--network", "bridge"));
-    assert!(has_pair(a, "--publish", "127.0.0.1:8080:80"));
+    // The holder of the box's fenced namespace publishes them; the box joins it.
+    let cmds = commands(&host);
+    let holder = &cmds[1];
+    assert_eq!(holder[..5], ["docker", "run", "-d", "--name", "tinybox.net-ns1-box-0"]);
+    assert!(has_pair(holder, "--network", "bridge"));
+    assert!(has_pair(holder, "--publish", "127.0.0.1:8080:80"));
+    let a = cmds.last().unwrap();
+    assert_eq!(a[..5], ["docker", "run", "-d", "--name", "tinybox-ns1-box-0"]);
+    assert!(has_pair(a, "--network", "container:tinybox.net-ns1-box-0"));
+    assert!(!a.contains(&"--publish".to_string()), "{a:?}");
     assert_eq!(made.workdir, None, "an image keeps its own working directory");
+    let handle: Handle = serde_json::from_value(made.handle).unwrap();
+    assert_eq!(handle.netns.as_deref(), Some("tinybox.net-ns1-box-0"));
 
     let host =
         FakeHost::replying(|argv| if argv[1] == "container" { ok(r#"{"Status":"running"}"#) } else { ok("abc") });
@@ -709,7 +721,21 @@ async fn an_interrupted_box_is_found_by_its_name_alone_and_its_name_claimed_befo
     let target = BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1");
     docker().destroy(&host, target.clone()).await.unwrap();
     let (rm, claim) = (argv::remove("tinybox-ns1-box-3"), argv::claim("tinybox-ns1-box-3", "box-3", "ns1", "base:1"));
-    assert_eq!(commands(&host), [rm.clone(), claim.clone(), rm.clone()]);
+    // Then the egress fence's holder, claimed the same way, and its fence container.
+    let holder = "tinybox.net-ns1-box-3";
+    let (rm_holder, claim_holder) = (argv::remove(holder), argv::claim(holder, "box-3", "ns1", "base:1"));
+    assert_eq!(
+        commands(&host),
+        [
+            rm.clone(),
+            claim.clone(),
+            rm.clone(),
+            rm_holder.clone(),
+            claim_holder,
+            rm_holder,
+            argv::remove("tinybox.fence-ns1-box-3")
+        ]
+    );
     assert!(has_pair(&claim, "--pull", "never") && has_pair(&claim, "--label", "tinybox.namespace=ns1"), "{claim:?}");
     // Nothing there, and the name free: read as already gone, so core forgets the record.
     let host = FakeHost::replying(|argv| if argv[1] == "rm" { failed(1, NO_SUCH_CONTAINER) } else { ok("") });
@@ -732,8 +758,10 @@ async fn a_container_the_daemon_finishes_after_the_first_rm_is_removed_too() {
     });
     let target = BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1");
     docker().destroy(&host, target).await.unwrap();
-    assert_eq!(verbs(&host), ["rm", "create", "rm", "create", "rm", "create", "rm", "create", "rm"]);
-    assert_eq!(looks.load(Ordering::SeqCst), 4, "claimed again until the name was free");
+    let mut expected = vec!["rm", "create", "rm", "create", "rm", "create", "rm", "create", "rm"];
+    expected.extend(["rm", "create", "rm", "rm"]);
+    assert_eq!(verbs(&host), expected, "the box's name, then its holder's and its fence container's");
+    assert_eq!(looks.load(Ordering::SeqCst), 5, "claimed again until the name was free (4), then the holder's (1)");
 }
 
 #[tokio::test]
@@ -742,7 +770,7 @@ async fn without_the_base_image_an_interrupted_box_gets_one_rm() {
         if argv[1] == "rm" { ok("") } else { failed(125, "Error response from daemon: No such image: base:1") }
     });
     docker().destroy(&host, BoxRef::interrupted(BoxId::new("box-3").unwrap(), "ns1")).await.unwrap();
-    assert_eq!(verbs(&host), ["rm", "create"]);
+    assert_eq!(verbs(&host), ["rm", "create", "rm", "create", "rm"], "the box's name, its holder's, its fence's");
 }
 
 #[tokio::test]

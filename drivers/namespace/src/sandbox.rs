@@ -160,6 +160,10 @@ if [ "$3" = egress ]; then
     sbin=/usr/sbin:/sbin:/usr/bin:/bin
     { PATH=$sbin command -v iptables-nft-restore || PATH=$sbin command -v iptables-restore; } >/dev/null 2>&1 || exit 12
     { PATH=$sbin command -v ip6tables-nft-restore || PATH=$sbin command -v ip6tables-restore; } >/dev/null 2>&1 || exit 12
+    # The fence must go up where the box's does: in a namespace of this user's own.
+    as_owner sh -c 'ipt=$(PATH=$1 command -v iptables-nft-restore || PATH=$1 command -v iptables-restore)
+        printf "*filter\nCOMMIT\n" | XTABLES_LOCKFILE=$(mktemp -u) unshare --user --map-current-user --net --keep-caps -- "$ipt"' \
+        tinybox-fence-check "$sbin" >/dev/null 2>&1 || exit 13
     as_owner sh -c '[ -r /dev/net/tun ] && [ -w /dev/net/tun ]' || exit 7
 fi
 if [ "$3" = allowlist ]; then
@@ -280,6 +284,11 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         Some(6) => {
             return Err(DriverError::unavailable(
                 "egress needs slirp4netns, unshare and setpriv on the host; install the slirp4netns and util-linux packages",
+            ));
+        }
+        Some(13) => {
+            return Err(DriverError::unavailable(
+                "egress needs netfilter in an unprivileged network namespace for its fence, and iptables-restore failed there; the host's kernel or its policy forbids it",
             ));
         }
         Some(12) => {
@@ -532,7 +541,7 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
     let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
     Ok(if out.success() {
         let net = match (handle.egress, handle.allowlist) {
-            (true, _) => "egress via slirp4netns, no host loopback",
+            (true, _) => "egress via slirp4netns behind the fence (iptables in the box's network namespace)",
             (_, true) => "allowlist: loopback only, with the egress proxy relayed in",
             _ => "loopback only",
         };

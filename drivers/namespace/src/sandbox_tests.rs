@@ -372,7 +372,7 @@ async fn inspect_is_ready_while_the_workspace_exists() {
     assert_eq!(host.argvs(), [words(&["test", "-d", WS])]);
     assert_eq!(seen.state, BoxState::Ready);
     let detail = seen.detail.unwrap();
-    assert!(detail.contains("network egress via slirp4netns, no host loopback"), "{detail}");
+    assert!(detail.contains("network egress via slirp4netns behind the fence"), "{detail}");
     assert!(detail.contains("bwrap runs as the caller; setuid and setgid bits refused; no limits"), "{detail}");
 
     let host = FakeHost::new().otherwise(Reply::fail(1, ""));

@@ -1,4 +1,5 @@
-//! Docker boxes interrupted: `tinybox` killed during create, rm, snapshot,
+//! Docker boxes interrupted: `tinybox` killed during create (also with
+//! egress, whose fence makes two containers first), rm, snapshot,
 //! fork, stop and resume, and the docker driver killed mid-call, on the
 //! shared daemon in a namespace of the test's own (so the counts are its
 //! containers and snapshot images alone).
@@ -117,6 +118,8 @@ macro_rules! need_docker {
 fn operation(name: &'static str) -> Operation<Docker> {
     let prepare: Prepare<Docker> = match name {
         "create" => Box::new(|d| d.create_args(&[])),
+        // Egress: the fence's holder and fence container come first (ADR 0021).
+        "create-egress" => Box::new(|d| d.create_args(&["--network", "egress"])),
         "rm" => Box::new(|d| vec!["rm".into(), d.create(&[])]),
         "snapshot" => Box::new(|d| vec!["snapshot".into(), d.create(&[])]),
         "fork" => Box::new(|d| vec!["fork".into(), d.create(&[])]),
@@ -137,6 +140,7 @@ fn operation(name: &'static str) -> Operation<Docker> {
 fn points(op: &str) -> usize {
     match op {
         "create" | "rm" => 12,
+        "create-egress" => 12,
         _ => 20,
     }
 }
@@ -152,6 +156,11 @@ fn cli_killed_during(op: &'static str) {
 #[test]
 fn cli_killed_during_create() {
     cli_killed_during("create");
+}
+
+#[test]
+fn cli_killed_during_an_egress_create() {
+    cli_killed_during("create-egress");
 }
 
 #[test]
