@@ -94,10 +94,10 @@ relay are what moved it. The buffers are allocated per connection; what
 that costs is below this machine's noise (+0.08 ms added setup by address
 before, -0.15 to +0.38 ms after).
 
-Spread: three runs of this script on 2026-12-01 (builds of commits
-efa8f7e and twice 3083718; load average 5-8 from other builds on this
-2-core machine) measured 0.99-1.57×
-by address and 0.94-1.35× by name, and added setup of -0.15 to +0.38 ms by
+Spread: four runs of this script on 2026-12-01 (builds of commits
+efa8f7e, 3083718 twice and d1a42dd; load average 5-8 from other builds on
+this 2-core machine) measured 0.99-1.57×
+by address and 0.90-1.35× by name, and added setup of -0.15 to +0.38 ms by
 address and +0.30 to +1.19 ms by name (the name side resolves through the
 test DNS server, a Python loop, on every connection).
 
