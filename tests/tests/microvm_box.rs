@@ -388,6 +388,46 @@ fn egress_is_fenced_from_the_host_and_private_ranges_unless_an_address_is_listed
 }
 
 #[test]
+fn an_egress_create_killed_while_the_guest_boots_leaves_nothing_once_removed() {
+    const TEST: &str = "microvm_box::an_egress_create_killed_while_the_guest_boots_leaves_nothing_once_removed";
+    need_microvm!(TEST);
+    for program in ["slirp4netns", "iptables", "passt"] {
+        if !tinybox_tests::have(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+            skip(TEST, &format!("{program} is not installed (contrib/setup/install-deps)"));
+            return;
+        }
+    }
+    let (env, _reaper) = env_for(&Principal::Me);
+    let mut args = vec!["create"];
+    args.extend_from_slice(TCG);
+    args.extend(["--network", "egress"]);
+    let mut child = env.cli(&args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // Once the fenced passt serves, the create is booting the guest (seconds under emulation).
+    let deadline = Instant::now() + GUARD;
+    loop {
+        let commands: Vec<String> = vm_dirs(&env).iter().flat_map(|d| commands_under(d)).collect();
+        if commands.iter().any(|c| c.contains("slirp4netns")) && commands.iter().any(|c| c.contains("passt --runas")) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the create ended before its passt ran: {commands:#?}");
+        assert!(Instant::now() < deadline, "no fenced passt within {GUARD:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The CLI and its driver die; the wrapper, slirp4netns, passt and QEMU stay.
+    for pid in tinybox_tests::chaos::children(child.id()) {
+        tinybox_tests::chaos::kill(pid);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let listed: serde_json::Value = serde_json::from_str(&run_ok(&env, &["--json", "ls"])).unwrap();
+    let ids: Vec<String> = listed.as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(ids.len(), 1, "{listed}");
+    run_ok(&env, &["rm", &ids[0]]);
+    assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new(), "rm left a VM directory");
+    assert_eq!(processes_under(env.store.path()), vec![], "rm left processes of the interrupted box");
+}
+
+#[test]
 fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
     need_microvm!("microvm_box::without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for");
     let principals = Principal::all("microvm_box::without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for");
