@@ -28,6 +28,22 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The wrapper that puts the fence in force (`sh -c NETWRAP tinybox-netwrap
+/// V4_HEAD V4_TAIL V6 COMMAND...`): it makes a user and network namespace
+/// of its own, loads the rules there, and only then lets slirp4netns attach
+/// (no host loopback) and runs COMMAND in it. The namespace driver wraps
+/// bwrap in it; the microvm driver wraps passt, whose UNIX socket QEMU
+/// reaches across the namespace boundary. Every process it makes names
+/// `$TMPDIR` or COMMAND's own arguments on its command line (its work
+/// directory is made under `$TMPDIR`), so a driver that points `TMPDIR` at a
+/// box's directory and names that directory in COMMAND finds them all.
+pub const NETWRAP: &str = include_str!("netwrap.sh");
+
+/// The name server slirp4netns gives the namespace NETWRAP makes
+/// (`--configure`'s default): the one private address a fence lets through,
+/// on port 53 only, as its [`Fence::resolvers`].
+pub const SLIRP_DNS: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);
+
 /// The IPv4 networks a fenced box never reaches unless listed.
 pub const REFUSED_V4: [&str; 14] = [
     "0.0.0.0/8",

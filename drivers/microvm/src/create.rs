@@ -1,5 +1,5 @@
 //! Making a box: which acceleration, its runtime directory, its workspace,
-//! passt for egress, QEMU detached, and the agent's first hello; and
+//! passt behind the egress fence, QEMU detached, and the agent's first hello; and
 //! tearing one down. `Handle` is what core stores for a box.
 
 use std::os::unix::fs::DirBuilderExt;
@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
 use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError};
 
 use crate::setup::Setup;
 use crate::vm::{self, Accel};
-use crate::{guest, session};
+use crate::{egress, guest, session};
 
 const MIB: u64 = 1024 * 1024;
 /// Below this the guest's kernel and initramfs do not fit comfortably.
@@ -27,6 +28,10 @@ pub struct Handle {
     /// The workspace was made for the box and goes with it.
     pub owned: bool,
     pub egress: bool,
+    /// With egress: the addresses the caller let through its fence (every
+    /// egress box is fenced; a record from before the fence has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fence: Vec<Exception>,
     pub cpus: u32,
     pub memory_mib: u64,
     #[serde(default)]
@@ -194,6 +199,9 @@ pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> 
         }
         (egress, passt) => passt.clone().filter(|_| egress),
     };
+    if passt.is_some() {
+        egress::check_tools()?;
+    }
     let dir = make_dir(state, &p.box_id)?;
     let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt).await;
     if result.is_err() {
@@ -248,7 +256,7 @@ async fn boot(
     .map_err(|e| DriverError::failed(format!("cannot prepare the kernel {}: {e}", s.kernel.image.display())))?;
     let egress = match passt {
         None => None,
-        Some(passt) => Some(start_passt(&passt, dir).await?),
+        Some(passt) => Some(egress::start(&passt, dir, &p.egress_exceptions).await?),
     };
     let launch = vm::Launch {
         accel,
@@ -284,6 +292,7 @@ async fn boot(
         workspace,
         owned,
         egress: launch.egress.is_some(),
+        fence: if launch.egress.is_some() { p.egress_exceptions.clone() } else { Vec::new() },
         cpus,
         memory_mib,
         pids: p.resources.pids,
@@ -296,14 +305,6 @@ async fn boot(
         // Emulation has no hardware boundary: never claim one for it.
         isolation: (accel == Accel::Tcg).then_some(IsolationLevel::Kernel),
     })
-}
-
-/// Starts passt for the box in `dir` (it detaches once its socket is
-/// bound, and quits when QEMU leaves); its socket.
-async fn start_passt(passt: &Path, dir: &Path) -> Result<PathBuf, DriverError> {
-    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    run_detached(passt, vm::passt_args(dir, uid, gid).map_err(DriverError::invalid)?, "passt failed").await?;
-    Ok(dir.join("passt.sock"))
 }
 
 /// Runs `program`, which daemonizes once it is ready; fails with `what` and its stderr.

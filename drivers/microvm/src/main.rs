@@ -8,7 +8,9 @@
 //! sets reaches the host (ADR 0013); commands travel to the agent over
 //! virtio-serial ports (see `session`). A denied network is no NIC at all;
 //! egress is one NIC on a passt user-mode stack that does not map the
-//! host's loopback.
+//! host's loopback, run behind the egress fence in a network namespace of
+//! its own (see `egress`): the guest reaches public addresses, never the
+//! host's own, private, link-local, CGNAT or loopback ones unless listed.
 //!
 //! Isolation is declared from what this machine really does: Hardware only
 //! when a test guest boots under KVM (see `accel`). Without KVM a box runs
@@ -21,6 +23,7 @@
 
 mod accel;
 mod create;
+mod egress;
 mod guest;
 mod session;
 mod setup;
@@ -93,7 +96,9 @@ impl SandboxDriver for Microvm {
             isolation,
             snapshot: SnapshotSupport::None,
             // The guest agent makes a command's terminal in the guest.
-            features: [Feature::ResourceLimits, Feature::Terminal].into(),
+            // Every egress box's passt is behind the fence (`egress`); a host
+            // without slirp4netns or iptables refuses the box at create.
+            features: [Feature::ResourceLimits, Feature::Terminal, Feature::EgressFence].into(),
             limits: limits.into_iter().collect(),
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -191,7 +196,16 @@ impl SandboxDriver for Microvm {
             Accel::Kvm => "KVM (hardware virtualization)".to_owned(),
             Accel::Tcg => "EMULATED (TCG): no hardware isolation".to_owned(),
         };
-        let net = if handle.egress { "egress via passt, no host loopback" } else { "no network interface" };
+        let net = match (handle.egress, handle.fence.is_empty()) {
+            (false, _) => "no network interface".to_owned(),
+            (true, true) => {
+                "egress via passt behind the egress fence (public addresses only), no host loopback".to_owned()
+            }
+            (true, false) => format!(
+                "egress via passt behind the egress fence (public addresses and {}), no host loopback",
+                handle.fence.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        };
         let guest = match session::open(&handle.dir, 0, Duration::from_secs(10)).await {
             Ok(session::Session { hello: h, .. }) => format!(
                 "guest {} sees {} vCPU, {} MiB{}",
@@ -256,7 +270,11 @@ impl Microvm {
                         s.config_path
                     ),
                 };
-                let egress = if s.passt.is_some() { "egress via passt" } else { "no egress (install passt)" };
+                let egress = if s.passt.is_some() {
+                    "egress via passt behind the egress fence"
+                } else {
+                    "no egress (install passt)"
+                };
                 Health::ok_with(format!(
                     "{accel}; kernel {}; {egress}; workspace files a box writes land as the workspace's owner (a root caller's QEMU runs as that owner; an unprivileged caller's as the caller), mode {:04o}/{:04o}, without the guest's setuid, setgid, executable bits, owners or symlinks",
                     s.kernel.release,

@@ -3,7 +3,8 @@
 //! outlives the tinybox command that made it; everything it needs at run
 //! time lives in the box's directory under the driver's state directory:
 //!
-//!     qemu.pid  console.log  port-N.sock  port-N.lock  [passt.sock passt.pid]
+//!     qemu.pid  console.log  port-N.sock  port-N.lock
+//!     [passt.sock passt.pid passt.log netwrap.log tinybox-net.*/]   (egress, see `egress`)
 //!
 //! State is read from the process, never from a record: a pid file whose
 //! process is gone, or is no longer this box's QEMU, means the VM is gone.
@@ -328,30 +329,6 @@ pub fn host_tsc_khz() -> u64 {
     tsc_khz_from(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()).unwrap_or(2_000_000)
 }
 
-/// passt's arguments for the box in `dir`, run as `uid`:`gid` (started as
-/// root, passt would otherwise become nobody): one client (QEMU), then
-/// gone; the guest's address, gateway and DNS fixed to what its init sets;
-/// and the gateway NOT mapped to the host's loopback.
-pub fn passt_args(dir: &Path, uid: u32, gid: u32) -> Result<Vec<String>, String> {
-    // passt takes each path as a whole argument.
-    let p = |name: &str| whole_argument("the box directory", &dir.join(name));
-    let mut a: Vec<String> = vec!["--runas".into(), format!("{uid}:{gid}")];
-    a.extend(
-        ["--one-off", "--no-map-gw", "--quiet", "--ipv4-only", "--address", "10.0.2.15", "--netmask", "24"]
-            .map(String::from),
-    );
-    a.extend(["--gateway", "10.0.2.2", "--dns-forward", "10.0.2.3"].map(String::from));
-    a.extend([
-        "--socket".into(),
-        p("passt.sock")?,
-        "--pid".into(),
-        p("passt.pid")?,
-        "--log-file".into(),
-        p("passt.log")?,
-    ]);
-    Ok(a)
-}
-
 fn tsc_khz_from(cpuinfo: &str) -> Option<u64> {
     let mhz: f64 = cpuinfo.lines().find_map(|l| l.strip_prefix("cpu MHz")?.split(':').nth(1)?.trim().parse().ok())?;
     (mhz > 0.0).then_some((mhz * 1000.0) as u64)
@@ -491,31 +468,6 @@ mod tests {
         assert!(after(&qemu_args(&l, Path::new("/run/b")).unwrap(), "-runas").is_empty());
         l.runas = Some((1001, 1002));
         assert_eq!(after(&qemu_args(&l, Path::new("/run/b")).unwrap(), "-runas"), ["1001:1002"]);
-    }
-
-    #[test]
-    fn passt_takes_box_paths_whole_and_refuses_what_it_cannot_carry() {
-        let a = passt_args(Path::new("/run/a,b=c"), 0, 0).unwrap();
-        assert_eq!(after(&a, "--socket"), ["/run/a,b=c/passt.sock"]);
-        assert_eq!(after(&a, "--pid"), ["/run/a,b=c/passt.pid"]);
-        assert_eq!(after(&a, "--log-file"), ["/run/a,b=c/passt.log"]);
-        use std::os::unix::ffi::OsStrExt;
-        let err = passt_args(Path::new(std::ffi::OsStr::from_bytes(b"/run/\xfe")), 0, 0).unwrap_err();
-        assert!(err.contains("not valid UTF-8"), "{err}");
-    }
-
-    #[test]
-    fn passt_never_maps_the_gateway_to_the_host_loopback_and_serves_one_vm() {
-        let a = passt_args(Path::new("/run/b"), 1000, 1000).unwrap();
-        assert!(a.contains(&"--no-map-gw".to_owned()) && a.contains(&"--one-off".to_owned()), "{a:?}");
-        let after = |flag: &str| a.iter().position(|x| x == flag).map(|i| a[i + 1].clone());
-        assert_eq!(after("--runas").as_deref(), Some("1000:1000"));
-        assert_eq!(after("--socket").as_deref(), Some("/run/b/passt.sock"));
-        assert_eq!(after("--pid").as_deref(), Some("/run/b/passt.pid"));
-        // What init.sh configures in the guest.
-        assert_eq!(after("--address").as_deref(), Some("10.0.2.15"));
-        assert_eq!(after("--gateway").as_deref(), Some("10.0.2.2"));
-        assert!(crate::guest::INIT.contains("ip addr add 10.0.2.15/24") && crate::guest::INIT.contains("via 10.0.2.2"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
-use tinybox_sdk::fence::{Exception, Fence};
+use tinybox_sdk::fence::{Exception, Fence, NETWRAP, SLIRP_DNS};
 use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
@@ -18,12 +18,6 @@ use tinybox_sdk::protocol::{
 use tinybox_sdk::model::names::validate_name;
 
 use crate::{bwrap, cgroup, seccomp};
-
-/// The orchestration for egress, run by the host's `sh`.
-const NETWRAP: &str = include_str!("netwrap.sh");
-/// The name server slirp4netns gives a box (`--configure`'s default), the
-/// one private address the fence lets it reach, on port 53 only.
-const SLIRP_DNS: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 0, 2, 3);
 
 /// Feeds the seccomp program (`$1`, a printf format) to the command after
 /// it on descriptor 3, where `bwrap --seccomp 3` reads it; the command keeps

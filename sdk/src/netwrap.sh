@@ -1,4 +1,5 @@
-# Runs "$@" (the seccomp feeder, then bwrap) with egress through slirp4netns and the host's loopback
+# Runs "$@" (the namespace driver's seccomp feeder, then bwrap; the microvm
+# driver's passt) with egress through slirp4netns and the host's loopback
 # disabled, behind the egress fence: the box reaches public addresses but
 # never the host itself, nor private, link-local, CGNAT or loopback ranges,
 # nor IPv6, unless an address is an exception in the rules.
@@ -16,6 +17,12 @@
 # pipe, and waits; slirp4netns attaches to it; only when the tap device is up
 # does bwrap start inside it. If slirp4netns fails, its ready pipe closes
 # empty and the box never starts.
+#
+# Every process made here names "$d", under $TMPDIR, on its command line
+# (slirp4netns through the symlink it is given as the namespace's path;
+# this shell and "$@" carry the caller's own arguments), so a caller that
+# sets TMPDIR to a directory of the box's, and names it in "$@", finds and
+# stops them all even when this shell was killed before its cleanup ran.
 set -eu
 v4_head=$1 v4_tail=$2 v6=$3
 shift 3
@@ -74,8 +81,9 @@ if [ "$state" != fenced ]; then
     wait "$ns" || true
     exit 125
 fi
+ln -s "/proc/$ns/ns/user" "$d/userns"
 slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=5 \
-    --userns-path="/proc/$ns/ns/user" "$ns" tap0 \
+    --userns-path="$d/userns" "$ns" tap0 \
     >/dev/null 2>"$d/slirp.log" 5>"$d/ready" &
 slirp=$!
 if [ -z "$(head -c1 <"$d/ready")" ]; then
