@@ -431,25 +431,14 @@ impl Docker {
             return self.destroy_interrupted(host, namespace, target.box_id.as_str()).await;
         }
         let container = Handle::of(&target)?.container;
-        // A removal an earlier, interrupted `rm` started goes on in the
-        // daemon: it is waited out (bounded), and its end is this one's.
-        let start = std::time::Instant::now();
-        let mut waited = false;
-        loop {
-            let done = host.capture(argv::remove(&container)).await?;
-            if done.success() {
-                return Ok(());
-            }
-            match failure::cause(&done) {
-                Cause::RemovalInProgress if start.elapsed() < SETTLE_WAIT => {
-                    waited = true;
-                    tokio::time::sleep(CLAIM_POLL).await;
-                }
-                // The removal waited out has ended: the container is gone.
-                Cause::NoSuchContainer if waited => return Ok(()),
-                _ => return Err(failure::error(&format!("docker rm {container}"), &done)),
-            }
+        let removed = remove_settled(host, &container).await;
+        // An interrupted copy out of the stopped box may have left its
+        // container: named after the box's own, so found from the record.
+        match remove_settled(host, &crate::from_snapshot::helper_of(&container)).await {
+            Err(e) if e.code != ErrorCode::NotFound => return Err(e),
+            _ => {}
         }
+        removed
     }
 
     /// Removes the container of a create that never answered, including
@@ -721,6 +710,29 @@ pub fn snapshot_id(digest: &str) -> Option<SnapshotId> {
 
 fn ports_list(ports: &[PortMapping]) -> String {
     ports.iter().map(|p| format!("{}:{}", p.host, p.guest)).collect::<Vec<_>>().join(", ")
+}
+
+/// `docker rm --force` of `container`. A removal an earlier, interrupted
+/// `rm` started goes on in the daemon: it is waited out (bounded), and its
+/// end is this one's. A container that was never there is not-found.
+async fn remove_settled(host: &dyn Host, container: &str) -> Result<(), DriverError> {
+    let start = std::time::Instant::now();
+    let mut waited = false;
+    loop {
+        let done = host.capture(argv::remove(container)).await?;
+        if done.success() {
+            return Ok(());
+        }
+        match failure::cause(&done) {
+            Cause::RemovalInProgress if start.elapsed() < SETTLE_WAIT => {
+                waited = true;
+                tokio::time::sleep(CLAIM_POLL).await;
+            }
+            // The removal waited out has ended: the container is gone.
+            Cause::NoSuchContainer if waited => return Ok(()),
+            _ => return Err(failure::error(&format!("docker rm {container}"), &done)),
+        }
+    }
 }
 
 #[cfg(test)]
