@@ -13,6 +13,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
 
@@ -79,6 +80,10 @@ pub(super) struct Extractor {
     /// Regular files this copy wrote, the only targets a hard link may name.
     files: HashSet<Vec<OsString>>,
     dirs: Vec<(Vec<OsString>, u32, u64)>,
+    /// The directory `parent_of` opened last, by its path: a tree comes
+    /// directory by directory, so most entries are written in it. Nothing
+    /// this writer does replaces a directory, so it stays the one named.
+    last_parent: Option<(Vec<OsString>, Rc<OwnedFd>)>,
     outcome: CopyOutcome,
 }
 
@@ -91,6 +96,7 @@ impl Extractor {
             archive_root: None,
             files: HashSet::new(),
             dirs: Vec::new(),
+            last_parent: None,
             outcome: CopyOutcome::default(),
         }
     }
@@ -152,9 +158,15 @@ impl Extractor {
     }
 
     /// The directory holding `rel`'s last component, made as needed.
-    fn parent_of(&self, rel: &[OsString]) -> io::Result<OwnedFd> {
+    fn parent_of(&mut self, rel: &[OsString]) -> io::Result<Rc<OwnedFd>> {
+        let parents = &rel[..rel.len() - 1];
+        if let Some((path, fd)) = &self.last_parent
+            && path.as_slice() == parents
+        {
+            return Ok(fd.clone());
+        }
         let mut dir = rustix::io::dup(&self.base)?;
-        for c in &rel[..rel.len() - 1] {
+        for c in parents {
             dir = open_child_dir(dir.as_fd(), c, true).map_err(|e| {
                 let through = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].map(|n| Some(n.raw_os_error()));
                 if through.contains(&e.raw_os_error()) {
@@ -164,6 +176,8 @@ impl Extractor {
                 }
             })?;
         }
+        let dir = Rc::new(dir);
+        self.last_parent = Some((parents.to_vec(), dir.clone()));
         Ok(dir)
     }
 
@@ -281,9 +295,16 @@ impl Extractor {
     /// A new, empty file at `last`, created exclusively (never opening
     /// what was there: a symlink there is removed, not followed).
     fn fresh_file(&self, dir: &OwnedFd, last: &OsStr, rel: &[OsString]) -> io::Result<OwnedFd> {
-        self.clear(dir, last, rel)?;
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        Ok(rustix::fs::openat(dir, last, flags, Mode::from_raw_mode(0o600))?)
+        let create = || rustix::fs::openat(dir, last, flags, Mode::from_raw_mode(0o600));
+        match create() {
+            // Something is there: removed (a directory refused), then made anew.
+            Err(rustix::io::Errno::EXIST) => {
+                self.clear(dir, last, rel)?;
+                Ok(create()?)
+            }
+            other => Ok(other?),
+        }
     }
 }
 

@@ -43,6 +43,10 @@ const STDERR_BOUND: usize = 8 * 1024;
 /// How big a pipe a copy asks for: fewer wake-ups per byte.
 const PIPE_CAPACITY: usize = 1024 * 1024;
 
+/// From this size a file's contents are spliced into the copy's pipe
+/// rather than copied through a buffer.
+const SPLICE_FROM: u64 = 256 * 1024;
+
 /// Which way a copy goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -683,9 +687,24 @@ fn send_tree(src: &Path, root: &OsStr, w: io::PipeWriter) -> io::Result<CopyOutc
             let file = std::fs::File::open(&path)?;
             // The size is the file's now: one that grows while it is sent
             // is cut there, one that shrinks fails the copy.
-            h.set_size(file.metadata()?.len());
-            outcome.bytes += h.size()?;
-            b.append_data(&mut h, &name, file)?;
+            let size = file.metadata()?.len();
+            h.set_size(size);
+            outcome.bytes += size;
+            if size < SPLICE_FROM {
+                b.append_data(&mut h, &name, file)?;
+                continue;
+            }
+            // The header through the buffer; the contents from the file to
+            // the pipe in the kernel (io::copy splices), never through a
+            // buffer of ours (the tar crate's copy would, through its own).
+            b.append_data(&mut h, &name, io::empty())?;
+            let out = b.get_mut();
+            out.flush()?;
+            let sent = io::copy(&mut file.take(size), out.get_mut())?;
+            if sent != size {
+                return Err(io::Error::other(format!("{} shrank while it was sent", path.display())));
+            }
+            out.write_all(&[0; 512][..((512 - size % 512) % 512) as usize])?;
         }
     }
     b.into_inner()?.flush()?;
@@ -725,6 +744,28 @@ mod tests {
         assert_eq!((r.direction, r.local), (Direction::Out, None));
         assert!(matches!(CopyRoute::parse("a", "b"), Err(CopyError::NoBox { .. })));
         assert!(matches!(CopyRoute::parse("box-1:/a", "box-2:/b"), Err(CopyError::TwoBoxes { .. })));
+    }
+
+    #[test]
+    fn a_tree_with_a_spliced_file_arrives_whole() {
+        let src = tempfile::tempdir().unwrap();
+        let t = src.path().join("t");
+        std::fs::create_dir(&t).unwrap();
+        let big: Vec<u8> = (0..SPLICE_FROM as usize * 2 + 7).map(|i| (i % 251) as u8).collect();
+        std::fs::write(t.join("big"), &big).unwrap();
+        std::fs::write(t.join("small"), "s").unwrap();
+        let (r, w) = io::pipe().unwrap();
+        let sender = std::thread::spawn({
+            let t = t.clone();
+            move || send_tree(&t, OsStr::new("t"), w)
+        });
+        let dst = tempfile::tempdir().unwrap();
+        let got = extract(r, dst.path(), Some(OsStr::new("u"))).unwrap();
+        let sent = sender.join().unwrap().unwrap();
+        assert_eq!((sent.entries, sent.bytes), (3, big.len() as u64 + 1));
+        assert_eq!((got.entries, got.bytes), (3, big.len() as u64 + 1));
+        assert_eq!(std::fs::read(dst.path().join("u/big")).unwrap(), big);
+        assert_eq!(std::fs::read(dst.path().join("u/small")).unwrap(), b"s");
     }
 
     #[test]
