@@ -55,3 +55,54 @@ fn a_stopped_docker_box_is_copied_out_of_from_its_snapshot() {
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// A copy out of a stopped box that was interrupted (its daemon went away,
+/// its client hung) leaves the copy's container, named and labelled from
+/// the box's record as the driver names it; `tinybox rm` of the box
+/// removes it, running or not, and nothing of the box is left in docker.
+#[test]
+fn rm_removes_the_container_an_interrupted_copy_left() {
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        tinybox_tests::skip("copy_stopped::rm_removes_the_container_an_interrupted_copy_left", &why);
+        return;
+    }
+    let ns = Namespace::new("cp-left");
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "docker", "--namespace", &ns.name, "--persistent", "--image", BASE_IMAGE]);
+    let (code, _, err) = cli.run(&["stop", &id]);
+    assert_eq!(code, 0, "{err}");
+    // The container `sandbox.snapshot_exec` runs a copy in, still running,
+    // as a copy whose client was lost mid-stream leaves it.
+    let helper = format!("{}-cp", ns.container(&id));
+    let (b, n) = (format!("tinybox.box={id}"), format!("tinybox.namespace={}", ns.name));
+    let script = "while :; do sleep 86400; done";
+    docker_ok(&[
+        "run",
+        "-d",
+        "--name",
+        &helper,
+        "--label",
+        &b,
+        "--label",
+        &n,
+        "--label",
+        "tinybox.role=snapshot-exec",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        BASE_IMAGE,
+        "-c",
+        script,
+    ]);
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    assert_eq!(docker_ok(&["ps", "-a", "--filter", &label, "--format", "{{.Names}}"]), helper);
+
+    let (code, _, err) = cli.run(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(docker_ok(&["ps", "-aq", "--filter", &label]), "", "rm left a container of the box");
+    let by_name = format!("name=^{helper}$");
+    assert_eq!(docker_ok(&["ps", "-aq", "--filter", &by_name]), "", "rm left the copy's container");
+    let (code, listed, _) = cli.run(&["ls", "--all"]);
+    assert!(code == 0 && !listed.contains(&id), "{listed}");
+}

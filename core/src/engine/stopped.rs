@@ -3,9 +3,10 @@
 //! `sandbox.snapshot_exec` (a short-lived instance with no network, a
 //! read-only root and no capabilities, removed after the command). Which
 //! snapshot comes from this store's record of the box alone, never from
-//! the sandbox. A sandbox that does not declare `snapshot_exec`, a box
-//! with no snapshot, and a box bound to a directory (whose files its
-//! snapshot does not hold) keep the stopped box's refusal: resume it.
+//! the sandbox. A sandbox that does not declare `snapshot_exec` and a box
+//! with no snapshot keep the stopped box's refusal: resume it. A box bound
+//! to a directory is read this way only outside its bind (its snapshot
+//! does not hold the bind's files; copy/host_dir.rs serves those).
 //! Nothing is ever written into a stopped box: a snapshot is immutable.
 
 use tinybox_sdk::model::{BoxId, ExecRequest};
@@ -20,15 +21,22 @@ use crate::model::{BoxInfo, Phase};
 impl Tinybox {
     /// Runs a command that only reads (a copy's `tar -c`) in box `id`: in
     /// the box while it runs, from its newest snapshot while it is stopped
-    /// and its sandbox can.
-    pub(super) async fn exec_to_read(&self, id: &BoxId, request: ExecRequest, stdio: StdioFds) -> Result<ExecOutcome> {
+    /// and its sandbox can; `beside_bind`: what it reads is outside the
+    /// box's bound directory.
+    pub(super) async fn exec_to_read(
+        &self,
+        id: &BoxId,
+        request: ExecRequest,
+        stdio: StdioFds,
+        beside_bind: bool,
+    ) -> Result<ExecOutcome> {
         let info = self.get(id)?;
         if info.phase != Phase::Stopped {
             return self.exec(id, request, stdio, Target::Workspace, std::future::pending()).await;
         }
         request.validate()?;
         let Some(newest) = info.snapshots.last() else { return Err(stopped_refusal(&info)) };
-        if let Some(dir) = info.bound_dir() {
+        if let Some(dir) = info.bound_dir().filter(|_| !beside_bind) {
             return Err(Error::BoxNotReady {
                 id: id.clone(),
                 state: format!("stopped, and its files are the directory {} on this machine", dir.display()),

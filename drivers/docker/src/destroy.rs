@@ -1,6 +1,7 @@
 //! `sandbox.destroy`: a box's container goes, and with it the holder of
-//! an egress box's fenced network namespace and a fence container an
-//! interruption left (fence.rs). A box whose create never answered is
+//! an egress box's fenced network namespace, a fence container an
+//! interruption left (fence.rs), and the `-cp` container an interrupted
+//! copy out of the stopped box left (from_snapshot.rs). A box whose create never answered is
 //! found by its names alone, each claimed so that no container the daemon
 //! is still making under it can outlive the removal.
 
@@ -24,6 +25,12 @@ impl Docker {
         // when the box's container had already gone.
         if handle.netns.is_some() {
             fence::remove_helpers(host, &handle.container).await?;
+        }
+        // An interrupted copy out of the stopped box may have left its
+        // container: named after the box's own, so found from the record.
+        match remove_settled(host, &crate::from_snapshot::helper_of(&handle.container)).await {
+            Err(e) if e.code != tinybox_sdk::protocol::ErrorCode::NotFound => return Err(e),
+            _ => {}
         }
         removed
     }

@@ -12,6 +12,9 @@
 //! killed gets a `docker rm --force` too. A leftover that is not running
 //! (its daemon went away mid-copy) is removed before the next copy; one
 //! still running is another copy, which is waited for by asking again.
+//! `sandbox.destroy` of the box (its `tinybox rm`) removes a leftover too,
+//! running or not, by `helper_of` the container its handle names, so an
+//! interrupted copy leaves nothing once the box is gone.
 
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::protocol::{BoxState, DriverError, RunParams, SnapshotExecParams};
@@ -27,7 +30,12 @@ const PIDS: &str = "64";
 
 /// The container a snapshot exec of box `box_id` runs in.
 pub fn container_name(namespace: &str, box_id: &str) -> String {
-    format!("{}-cp", argv::container_name(namespace, box_id))
+    helper_of(&argv::container_name(namespace, box_id))
+}
+
+/// The copy container of the box whose own container is `container`.
+pub fn helper_of(container: &str) -> String {
+    format!("{container}-cp")
 }
 
 /// `docker run --rm -i ...` of `argv` from image `snapshot`, under the

@@ -555,7 +555,31 @@ async fn destroy_of_a_missing_container_is_not_found() {
     assert_eq!(docker().destroy(&host, target()).await.unwrap_err().code, ErrorCode::NotFound);
     let host = FakeHost::replying(|_| ok("tinybox-ns1-box-0"));
     docker().destroy(&host, target()).await.unwrap();
-    assert_eq!(commands(&host)[0], ["docker", "rm", "--force", "tinybox-ns1-box-0"]);
+    // The box's container, then the one an interrupted copy out of it left.
+    assert_eq!(
+        commands(&host),
+        [["docker", "rm", "--force", "tinybox-ns1-box-0"], ["docker", "rm", "--force", "tinybox-ns1-box-0-cp"]]
+    );
+    // A stopped box has no container of its own; its copy's is still removed.
+    let host = FakeHost::replying(|argv| {
+        if argv.last().is_some_and(|c| c.ends_with("-cp")) {
+            ok("tinybox-ns1-box-0-cp")
+        } else {
+            failed(1, "Error: No such container: tinybox-ns1-box-0")
+        }
+    });
+    assert_eq!(docker().destroy(&host, target()).await.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(commands(&host).len(), 2);
+    // A copy container that cannot be removed is the answer.
+    let host = FakeHost::replying(|argv| {
+        if argv.last().is_some_and(|c| c.ends_with("-cp")) {
+            failed(1, "Error response from daemon: boom")
+        } else {
+            ok("")
+        }
+    });
+    let err = docker().destroy(&host, target()).await.unwrap_err();
+    assert!(err.message.contains("docker rm tinybox-ns1-box-0-cp"), "{err:?}");
     let bad = BoxRef { box_id: BoxId::new("box-0").unwrap(), handle: serde_json::json!({"workdir": null}) };
     assert_eq!(docker().destroy(&host, bad).await.unwrap_err().code, ErrorCode::InvalidRequest);
 }
@@ -596,7 +620,11 @@ async fn destroy_waits_out_a_removal_already_in_progress() {
         _ => failed(1, "Error: No such container: tinybox-ns1-box-0"),
     });
     docker().destroy(&host, target()).await.unwrap();
-    assert_eq!(looks.load(Ordering::SeqCst), 3, "rm again until the daemon's removal has ended");
+    assert_eq!(
+        looks.load(Ordering::SeqCst),
+        4,
+        "rm again until the daemon's removal has ended, then the copy container's"
+    );
     // Any other failure is still the answer.
     let host = FakeHost::replying(|_| failed(1, "Error response from daemon: something else"));
     assert!(docker().destroy(&host, target()).await.is_err());

@@ -13,20 +13,23 @@
 //! copied, never linked). What is written belongs to the caller, carries no
 //! setuid, setgid or sticky bit, and no extended attribute.
 
-use std::collections::HashSet;
-use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
+use rustix::fs::FileType;
 use tinybox_sdk::model::{BoxId, ExecRequest};
 use tinybox_sdk::stdio::StdioFds;
 
+mod extract;
+mod host_dir;
+mod local;
+
 use super::{Target, Tinybox};
 use crate::error::{Error, Result};
+use crate::model::Phase;
+use extract::refused;
+use local::{blocking, check_kind, consumer_of, piped, root_name, send_tree};
 
 /// The bits a copied file keeps: permissions only; setuid, setgid and
 /// sticky never survive a copy in either direction.
@@ -38,6 +41,10 @@ const STDERR_BOUND: usize = 8 * 1024;
 
 /// How big a pipe a copy asks for: fewer wake-ups per byte.
 const PIPE_CAPACITY: usize = 1024 * 1024;
+
+/// From this size a file's contents are spliced into the copy's pipe
+/// rather than copied through a buffer.
+const SPLICE_FROM: u64 = 256 * 1024;
 
 /// Which way a copy goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,6 +261,10 @@ impl Tinybox {
         if box_path.is_empty() {
             return Err(CopyError::EmptyBoxPath { box_id }.into());
         }
+        let local = match self.copy_by_directory(&box_id, direction, &box_path, local).await? {
+            Ok(outcome) => return Ok(outcome),
+            Err(local) => local,
+        };
         match (direction, local) {
             (Direction::In, Local::Path(src)) => {
                 let root = root_name(&src)?;
@@ -270,18 +281,107 @@ impl Tinybox {
                 };
                 self.copy_in(&box_id, &box_path, "", producer).await
             }
-            (Direction::Out, Local::Path(dst)) => {
-                let (parent, name) = destination(&dst)?;
-                let consumer = move |r: io::PipeReader| extract(r, &parent, name.as_deref());
-                self.copy_out(&box_id, &box_path, consumer).await
+            (Direction::Out, local) => {
+                // A stopped bound box's snapshot holds all of it but its bind.
+                let info = self.get(&box_id)?;
+                let beside_bind = host_dir::bound_here(&info).is_some() && host_dir::under_mount(&box_path).is_none();
+                self.copy_out(&box_id, &box_path, consumer_of(local)?, beside_bind).await
             }
-            (Direction::Out, Local::Tar(fd)) => {
-                let consumer = move |mut r: io::PipeReader| {
-                    let n = io::copy(&mut r, &mut std::fs::File::from(fd))?;
-                    Ok(CopyOutcome { entries: 0, bytes: n })
-                };
-                self.copy_out(&box_id, &box_path, consumer).await
+        }
+    }
+
+    /// A copy served from or to the box's workspace directory here
+    /// (host_dir.rs): `Ok(Err(local))` hands the copy back to go through
+    /// the box. Into a running namespace or docker box's `/workspace` from
+    /// a path here, when the directory is the caller's and no symlink is on
+    /// the way; into and out of `/workspace` of a stopped box bound to a
+    /// directory, which is refused when a symlink is on the way or the
+    /// directory is another user's. Into anywhere else in a stopped bound
+    /// box is refused: only a running box holds it.
+    async fn copy_by_directory(
+        &self,
+        box_id: &BoxId,
+        direction: Direction,
+        box_path: &str,
+        local: Local,
+    ) -> Result<std::result::Result<CopyOutcome, Local>> {
+        let info = self.get(box_id)?;
+        let stopped = info.phase == Phase::Stopped;
+        let (Some(ws), true) = (host_dir::bound_here(&info), stopped || info.phase == Phase::Created) else {
+            return Ok(Err(local));
+        };
+        let ws = ws.to_owned();
+        let resume = |state: String| Error::BoxNotReady {
+            id: box_id.clone(),
+            state,
+            hint: format!("`tinybox resume {box_id}` brings it back, and the copy then goes through the box"),
+        };
+        let Some(at) = host_dir::under_mount(box_path) else {
+            if stopped && direction == Direction::In {
+                return Err(resume(format!(
+                    "stopped, and only {} (the directory {}) holds its files while it is stopped",
+                    host_dir::MOUNT,
+                    ws.display()
+                )));
             }
+            // Out of a stopped box: the rest of it is in its snapshot.
+            return Ok(Err(local));
+        };
+        let running_tree_in = !stopped && direction == Direction::In && matches!(local, Local::Path(_));
+        if !(stopped || running_tree_in) {
+            return Ok(Err(local));
+        }
+        if !host_dir::is_callers(&ws) {
+            if !stopped {
+                return Ok(Err(local));
+            }
+            return Err(resume(format!(
+                "stopped, and its workspace {} belongs to another user, whose files a copy here would not write as theirs",
+                ws.display()
+            )));
+        }
+        let id = box_id.clone();
+        let through_link = || {
+            resume(format!(
+                "stopped, and {box_path} is reached through a symlink in its workspace {}, which only the box follows",
+                ws.display()
+            ))
+        };
+        let done = match (direction, local) {
+            (Direction::In, Local::Path(src)) => {
+                let root = root_name(&src)?;
+                let meta = std::fs::symlink_metadata(&src).map_err(|_| CopyError::NoLocal { path: src.clone() })?;
+                check_kind(&src, &meta)?;
+                let (w, keep) = (ws.clone(), src.clone());
+                let source = host_dir::Source::Tree { path: src, root };
+                let wrote = blocking(move || host_dir::write_into(&id, &w, &at, source)).await?;
+                match wrote {
+                    Err(host_dir::Stop::Link) if !stopped => return Ok(Err(Local::Path(keep))),
+                    other => other,
+                }
+            }
+            (Direction::In, Local::Tar(fd)) => {
+                let w = ws.clone();
+                let source = host_dir::Source::Tar(std::fs::File::from(fd));
+                blocking(move || host_dir::write_into(&id, &w, &at, source)).await?
+            }
+            (Direction::Out, local) => {
+                let w = ws.clone();
+                let found = blocking(move || host_dir::find_source(&id, &w, &at)).await?;
+                match found {
+                    Ok((dir, name)) => {
+                        let producer = move |w: io::PipeWriter| host_dir::send_beneath(dir, name.as_deref(), w);
+                        piped(producer, consumer_of(local)?).await?.map_err(host_dir::Stop::Io)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match done {
+            Ok(outcome) => Ok(Ok(outcome)),
+            Err(host_dir::Stop::Link) => Err(through_link()),
+            Err(host_dir::Stop::Copy(e)) => Err(e.into()),
+            Err(host_dir::Stop::Io(e)) => Err(local_error("cannot copy", e)),
         }
     }
 
@@ -339,7 +439,7 @@ impl Tinybox {
             *sink.lock().expect("read_file sink") = bytes;
             Ok(CopyOutcome { entries: 1, bytes: size })
         };
-        self.copy_out(box_id, path, consumer).await?;
+        self.copy_out(box_id, path, consumer, false).await?;
         let bytes = std::mem::take(&mut *out.lock().expect("read_file sink"));
         Ok(bytes)
     }
@@ -397,8 +497,10 @@ impl Tinybox {
         }
     }
 
-    /// Runs tar in the box with `consumer` reading what it writes.
-    async fn copy_out<C>(&self, box_id: &BoxId, src: &str, consumer: C) -> Result<CopyOutcome>
+    /// Runs tar in the box with `consumer` reading what it writes;
+    /// `beside_bind`: `src` is outside a bound box's bind, so a stopped
+    /// box's snapshot holds it.
+    async fn copy_out<C>(&self, box_id: &BoxId, src: &str, consumer: C, beside_bind: bool) -> Result<CopyOutcome>
     where
         C: FnOnce(io::PipeReader) -> io::Result<CopyOutcome> + Send + 'static,
     {
@@ -412,7 +514,7 @@ impl Tinybox {
         let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
         // A stopped box is read from its snapshot where its sandbox can (stopped.rs).
-        let ran = self.exec_to_read(box_id, request, stdio).await;
+        let ran = self.exec_to_read(box_id, request, stdio, beside_bind).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
         let code = ran?.status.shell_code();
@@ -493,353 +595,12 @@ fn kind_word(t: tar::EntryType) -> &'static str {
     }
 }
 
-/// The last component of a local source: what its copy is called.
-fn root_name(src: &Path) -> Result<OsString, CopyError> {
-    match src.components().next_back() {
-        Some(Component::Normal(n)) => Ok(n.to_owned()),
-        _ => Err(CopyError::NoName { path: src.display().to_string() }),
-    }
-}
-
-fn check_kind(path: &Path, meta: &std::fs::Metadata) -> Result<(), CopyError> {
-    let t = meta.file_type();
-    if t.is_file() || t.is_dir() || t.is_symlink() {
-        return Ok(());
-    }
-    use std::os::unix::fs::FileTypeExt;
-    let what = if t.is_fifo() {
-        "fifo"
-    } else if t.is_socket() {
-        "socket"
-    } else {
-        "device node"
-    };
-    Err(CopyError::LocalKind { path: path.to_owned(), what })
-}
-
-/// Writes a tar of `src` (not following symlinks), rooted at `root`.
-fn send_tree(src: &Path, root: &OsStr, w: io::PipeWriter) -> io::Result<CopyOutcome> {
-    // Headers and padding are small writes: gathered, a pipe's worth at a time.
-    let mut b = tar::Builder::new(io::BufWriter::with_capacity(PIPE_CAPACITY, w));
-    let mut outcome = CopyOutcome::default();
-    let mut pending = vec![(src.to_owned(), PathBuf::from(root))];
-    while let Some((path, name)) = pending.pop() {
-        let meta = std::fs::symlink_metadata(&path)?;
-        check_kind(&path, &meta).map_err(io::Error::other)?;
-        let mut h = tar::Header::new_gnu();
-        h.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
-        h.set_mode(meta.mode() & KEPT_MODE);
-        outcome.entries += 1;
-        let t = meta.file_type();
-        if t.is_symlink() {
-            h.set_size(0);
-            b.append_link(&mut h, &name, std::fs::read_link(&path)?)?;
-        } else if t.is_dir() {
-            h.set_size(0);
-            b.append_data(&mut h, &name, io::empty())?;
-            for child in std::fs::read_dir(&path)? {
-                let child = child?;
-                pending.push((child.path(), name.join(child.file_name())));
-            }
-        } else {
-            let file = std::fs::File::open(&path)?;
-            // The size is the file's now: one that grows while it is sent
-            // is cut there, one that shrinks fails the copy.
-            h.set_size(file.metadata()?.len());
-            outcome.bytes += h.size()?;
-            b.append_data(&mut h, &name, file)?;
-        }
-    }
-    b.into_inner()?.flush()?;
-    Ok(outcome)
-}
-
-/// Where a copy out lands: the directory to write in and the name its
-/// root takes there (`None`: the name the box's tar gives it).
-fn destination(dst: &Path) -> Result<(PathBuf, Option<OsString>), CopyError> {
-    if dst.is_dir() {
-        return Ok((dst.to_owned(), None));
-    }
-    let trailing = dst.as_os_str().as_bytes().ends_with(b"/");
-    let name = match dst.components().next_back() {
-        Some(Component::Normal(n)) if !trailing => n.to_owned(),
-        _ => return Err(CopyError::NoLocalDir { path: dst.to_owned() }),
-    };
-    let parent = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    if !parent.is_dir() {
-        return Err(CopyError::NoLocalDir { path: parent });
-    }
-    Ok((parent, Some(name)))
-}
-
-/// Writes the tar on `r` under `parent`, its root renamed `name`, checking
-/// every entry first.
-fn extract(r: io::PipeReader, parent: &Path, name: Option<&OsStr>) -> io::Result<CopyOutcome> {
-    let base: OwnedFd = std::fs::File::open(parent)?.into();
-    let mut x = Extractor {
-        base,
-        name: name.map(OsStr::to_owned),
-        archive_root: None,
-        files: HashSet::new(),
-        dirs: Vec::new(),
-        outcome: CopyOutcome::default(),
-    };
-    // Headers are 512-byte reads: read a pipe's worth at a time.
-    let mut archive = tar::Archive::new(io::BufReader::with_capacity(PIPE_CAPACITY, r));
-    for entry in archive.entries()? {
-        x.entry(entry?)?;
-    }
-    // Deepest first, so a read-only directory is closed after its contents.
-    for (rel, mode, mtime) in std::mem::take(&mut x.dirs).into_iter().rev() {
-        let fd = x.open_dir(&rel)?;
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-        rustix::fs::futimens(&fd, &times(mtime))?;
-    }
-    // Anything after the archive's end (tar's padding) is read so the box's
-    // tar ends cleanly.
-    io::copy(&mut archive.into_inner(), &mut io::sink())?;
-    Ok(x.outcome)
-}
-
-fn refused(what: TarRefusal) -> io::Error {
-    io::Error::other(CopyError::Tar(what))
-}
-
-fn times(mtime: u64) -> Timestamps {
-    let t = rustix::fs::Timespec { tv_sec: mtime.min(i64::MAX as u64) as i64, tv_nsec: 0 };
-    Timestamps { last_access: t, last_modification: t }
-}
-
-struct Extractor {
-    /// The destination's parent, opened once: every path is resolved from it.
-    base: OwnedFd,
-    /// What the root is called here; `None`: its name in the archive.
-    name: Option<OsString>,
-    /// The first entry's first component: every entry must be under it.
-    archive_root: Option<OsString>,
-    /// Regular files this copy wrote, the only targets a hard link may name.
-    files: HashSet<Vec<OsString>>,
-    dirs: Vec<(Vec<OsString>, u32, u64)>,
-    outcome: CopyOutcome,
-}
-
-impl Extractor {
-    /// An archive path as components under the destination, or a refusal.
-    fn map(&mut self, raw: &Path) -> io::Result<Vec<OsString>> {
-        let mut parts = Vec::new();
-        for c in raw.components() {
-            match c {
-                Component::Normal(n) => parts.push(n.to_owned()),
-                Component::CurDir => {}
-                Component::ParentDir => return Err(refused(TarRefusal::ClimbsOut { path: raw.display().to_string() })),
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(refused(TarRefusal::Absolute { path: raw.display().to_string() }));
-                }
-            }
-        }
-        let Some(first) = parts.first().cloned() else {
-            return Err(refused(TarRefusal::NamesNothing { path: raw.display().to_string() }));
-        };
-        match &self.archive_root {
-            None => self.archive_root = Some(first),
-            Some(root) if *root == first => {}
-            Some(root) => {
-                return Err(refused(TarRefusal::OutsideRoot {
-                    path: raw.display().to_string(),
-                    root: root.to_string_lossy().into_owned(),
-                }));
-            }
-        }
-        if let Some(name) = &self.name {
-            parts[0] = name.clone();
-        }
-        Ok(parts)
-    }
-
-    /// Opens the directory at `rel` under the base, never through a symlink.
-    fn open_dir(&self, rel: &[OsString]) -> io::Result<OwnedFd> {
-        let mut dir = rustix::io::dup(&self.base)?;
-        for c in rel {
-            dir = open_child_dir(dir.as_fd(), c, false)?;
-        }
-        Ok(dir)
-    }
-
-    /// The directory holding `rel`'s last component, made as needed.
-    fn parent_of(&self, rel: &[OsString]) -> io::Result<OwnedFd> {
-        let mut dir = rustix::io::dup(&self.base)?;
-        for c in &rel[..rel.len() - 1] {
-            dir = open_child_dir(dir.as_fd(), c, true).map_err(|e| {
-                let through = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].map(|n| Some(n.raw_os_error()));
-                if through.contains(&e.raw_os_error()) {
-                    refused(TarRefusal::ThroughLink { path: show(rel) })
-                } else {
-                    e
-                }
-            })?;
-        }
-        Ok(dir)
-    }
-
-    fn entry<R: Read>(&mut self, mut entry: tar::Entry<'_, R>) -> io::Result<()> {
-        let kind = entry.header().entry_type();
-        if matches!(kind, tar::EntryType::XGlobalHeader | tar::EntryType::XHeader) {
-            return Ok(());
-        }
-        let raw = entry.path()?.into_owned();
-        let rel = self.map(&raw)?;
-        let mode = entry.header().mode()? & KEPT_MODE;
-        let mtime = entry.header().mtime()?;
-        let dir = self.parent_of(&rel)?;
-        let last = rel.last().expect("mapped paths are not empty");
-        match kind {
-            tar::EntryType::Directory => {
-                match rustix::fs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
-                    // Never a file of the caller's replaced by a directory.
-                    Ok(_) => return Err(io::Error::other(CopyError::NotADir { path: PathBuf::from_iter(&rel) })),
-                    Err(rustix::io::Errno::NOENT) => rustix::fs::mkdirat(&dir, last, Mode::from_raw_mode(0o700))?,
-                    Err(e) => return Err(e.into()),
-                }
-                self.files.remove(&rel);
-                self.dirs.push((rel, mode, mtime));
-            }
-            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
-                let file = self.fresh_file(&dir, last, &rel)?;
-                let mut file = std::fs::File::from(file);
-                self.outcome.bytes += copy_in_chunks(&mut entry, &mut file)?;
-                file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-                rustix::fs::futimens(&file, &times(mtime))?;
-                self.files.insert(rel);
-            }
-            tar::EntryType::Symlink => {
-                let target =
-                    entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
-                self.clear(&dir, last, &rel)?;
-                // A symlink is written as it is, pointing anywhere: nothing
-                // this copy writes later is ever written through one.
-                rustix::fs::symlinkat(target.as_ref(), &dir, last)?;
-                self.files.remove(&rel);
-                let _ = rustix::fs::utimensat(&dir, last, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
-            }
-            tar::EntryType::Link => {
-                let target =
-                    entry.link_name()?.ok_or_else(|| refused(TarRefusal::LinksToNothing { path: show(&rel) }))?;
-                let target = self.map(&target)?;
-                if !self.files.contains(&target) {
-                    return Err(refused(TarRefusal::HardLinkElsewhere { path: show(&rel), target: show(&target) }));
-                }
-                let from_dir = self.parent_of(&target)?;
-                let from = rustix::fs::openat(
-                    &from_dir,
-                    target.last().expect("mapped paths are not empty"),
-                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )?;
-                let mut from = std::fs::File::from(from);
-                let meta = from.metadata()?;
-                let mut file = std::fs::File::from(self.fresh_file(&dir, last, &rel)?);
-                self.outcome.bytes += io::copy(&mut from, &mut file)?;
-                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & KEPT_MODE))?;
-                rustix::fs::futimens(&file, &times(meta.mtime().max(0) as u64))?;
-                self.files.insert(rel);
-            }
-            other => {
-                return Err(refused(TarRefusal::Kind { path: show(&rel), kind: kind_word(other) }));
-            }
-        }
-        self.outcome.entries += 1;
-        Ok(())
-    }
-
-    /// Removes what is at `last` unless it is a directory (which is refused).
-    fn clear(&self, dir: &OwnedFd, last: &OsStr, rel: &[OsString]) -> io::Result<()> {
-        match rustix::fs::statat(dir, last, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
-                let path = PathBuf::from_iter(rel);
-                Err(io::Error::other(CopyError::DirInTheWay { path }))
-            }
-            Ok(_) => Ok(rustix::fs::unlinkat(dir, last, AtFlags::empty())?),
-            Err(rustix::io::Errno::NOENT) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// A new, empty file at `last`, created exclusively (never opening
-    /// what was there: a symlink there is removed, not followed).
-    fn fresh_file(&self, dir: &OwnedFd, last: &OsStr, rel: &[OsString]) -> io::Result<OwnedFd> {
-        self.clear(dir, last, rel)?;
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        Ok(rustix::fs::openat(dir, last, flags, Mode::from_raw_mode(0o600))?)
-    }
-}
-
-/// Opens directory `name` in `dir` without following a symlink, making it
-/// (owner-only until its own mode is set) when `make` and it is missing.
-fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr, make: bool) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::openat(dir, name, flags, Mode::empty()) {
-        Err(rustix::io::Errno::NOENT) if make => {
-            rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))?;
-            Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
-        }
-        other => Ok(other?),
-    }
-}
-
-/// `io::copy` with chunks of a pipe's size rather than 8 KiB: a fraction
-/// of the system calls for a big file.
-fn copy_in_chunks(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
-    let mut buf = vec![0u8; PIPE_CAPACITY];
-    let mut total = 0;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        to.write_all(&buf[..n])?;
-        total += n as u64;
-    }
-}
-
-fn show(rel: &[OsString]) -> String {
-    PathBuf::from_iter(rel).display().to_string()
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsStr;
+
+    use super::extract::extract;
     use super::*;
-
-    fn tar_of(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
-        let mut b = tar::Builder::new(Vec::new());
-        build(&mut b);
-        b.into_inner().unwrap()
-    }
-
-    /// Extracts `bytes` through a real pipe, as a box's tar arrives.
-    fn extract_bytes(bytes: Vec<u8>, parent: &Path, name: Option<&str>) -> io::Result<CopyOutcome> {
-        let (r, mut w) = io::pipe().unwrap();
-        let writer = std::thread::spawn(move || {
-            let _ = w.write_all(&bytes);
-        });
-        let got = extract(r, parent, name.map(OsStr::new));
-        writer.join().unwrap();
-        got
-    }
-
-    fn file(b: &mut tar::Builder<Vec<u8>>, path: &str, mode: u32, body: &[u8]) {
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_size(body.len() as u64);
-        h.set_mode(mode);
-        h.set_mtime(1_000_000);
-        b.append_data(&mut h, path, body).unwrap();
-    }
 
     #[test]
     fn routes_name_exactly_one_box() {
@@ -852,85 +613,25 @@ mod tests {
     }
 
     #[test]
-    fn a_setuid_file_arrives_without_the_bit_and_keeps_its_mtime() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes = tar_of(|b| file(b, "x", 0o4755, b"hi"));
-        extract_bytes(bytes, dir.path(), Some("y")).unwrap();
-        let meta = std::fs::metadata(dir.path().join("y")).unwrap();
-        assert_eq!(meta.mode() & 0o7777, 0o755);
-        assert_eq!(meta.mtime(), 1_000_000);
-    }
-
-    #[test]
-    fn paths_outside_the_root_are_refused() {
-        for bad in ["../evil", "/etc/evil"] {
-            let dir = tempfile::tempdir().unwrap();
-            let mut h = tar::Header::new_gnu();
-            h.set_size(1);
-            h.set_entry_type(tar::EntryType::Regular);
-            // set_path refuses these, so the raw name field is written, as
-            // a hostile tar would.
-            h.as_old_mut().name[..bad.len()].copy_from_slice(bad.as_bytes());
-            h.set_cksum();
-            let mut bytes = h.as_bytes().to_vec();
-            bytes.extend_from_slice(&[b'x'; 512]);
-            bytes.extend_from_slice(&[0; 1024]);
-            let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
-            assert!(
-                matches!(
-                    refusal(&err),
-                    Some(TarRefusal::ClimbsOut { path }) | Some(TarRefusal::Absolute { path }) if path == bad
-                ),
-                "{bad}: {err}"
-            );
-            assert!(err.to_string().starts_with("refused the box's tar: "), "{err}");
-        }
-    }
-
-    /// The refusal an extraction failed with, if it was one.
-    fn refusal(err: &io::Error) -> Option<&TarRefusal> {
-        match err.get_ref()?.downcast_ref::<CopyError>()? {
-            CopyError::Tar(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn nothing_is_written_through_a_symlink_the_tar_planted() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let bytes = tar_of(|b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            b.append_data(&mut h, "t", io::empty()).unwrap();
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            h.set_mode(0o777);
-            b.append_link(&mut h, "t/l", outside.path()).unwrap();
-            file(b, "t/l/pwned", 0o644, b"x");
+    fn a_tree_with_a_spliced_file_arrives_whole() {
+        let src = tempfile::tempdir().unwrap();
+        let t = src.path().join("t");
+        std::fs::create_dir(&t).unwrap();
+        let big: Vec<u8> = (0..SPLICE_FROM as usize * 2 + 7).map(|i| (i % 251) as u8).collect();
+        std::fs::write(t.join("big"), &big).unwrap();
+        std::fs::write(t.join("small"), "s").unwrap();
+        let (r, w) = io::pipe().unwrap();
+        let sender = std::thread::spawn({
+            let t = t.clone();
+            move || send_tree(&t, OsStr::new("t"), w)
         });
-        let err = extract_bytes(bytes, dir.path(), None).unwrap_err();
-        assert!(matches!(refusal(&err), Some(TarRefusal::ThroughLink { path }) if path == "t/l/pwned"), "{err}");
-        assert!(!outside.path().join("pwned").exists());
-    }
-
-    #[test]
-    fn a_file_of_the_caller_is_never_replaced_by_a_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("keep"), "mine").unwrap();
-        let bytes = tar_of(|b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            b.append_data(&mut h, "x", io::empty()).unwrap();
-        });
-        let err = extract_bytes(bytes, dir.path(), Some("keep")).unwrap_err();
-        assert!(err.to_string().contains("is not a directory"), "{err}");
-        assert_eq!(std::fs::read_to_string(dir.path().join("keep")).unwrap(), "mine");
+        let dst = tempfile::tempdir().unwrap();
+        let got = extract(r, dst.path(), Some(OsStr::new("u"))).unwrap();
+        let sent = sender.join().unwrap().unwrap();
+        assert_eq!((sent.entries, sent.bytes), (3, big.len() as u64 + 1));
+        assert_eq!((got.entries, got.bytes), (3, big.len() as u64 + 1));
+        assert_eq!(std::fs::read(dst.path().join("u/big")).unwrap(), big);
+        assert_eq!(std::fs::read(dst.path().join("u/small")).unwrap(), b"s");
     }
 
     #[test]
