@@ -90,7 +90,9 @@ pub fn judge(verdict: Option<Verdict>, declared: &SandboxCapabilities, options: 
 
 /// Why a verdict that did not pass is not relied on, in a few words.
 pub fn unproven(v: &Verdict) -> String {
-    if v.fails > 0 {
+    if v.fails > 0 && !v.failed.is_empty() {
+        format!("failed verification ({} of its claims failed: {})", v.fails, v.failed.join(", "))
+    } else if v.fails > 0 {
         format!("failed verification ({} of its claims failed)", v.fails)
     } else {
         format!("was not proven by verification ({} of its claims could not be checked)", v.skipped)
@@ -172,6 +174,16 @@ mod tests {
         SandboxCapabilities { isolation: IsolationLevel::Kernel, ..SandboxCapabilities::nothing() }
     }
 
+    #[test]
+    fn a_failed_verdict_names_the_claims_that_failed() {
+        let caps = SandboxCapabilities::nothing();
+        let bin = tempfile::NamedTempFile::new().unwrap();
+        let v = Verdict { failed: vec!["limit.cpu".into()], ..verdict(bin.path(), &caps, false) };
+        assert_eq!(unproven(&v), "failed verification (1 of its claims failed: limit.cpu)");
+        let old = Verdict { failed: Vec::new(), ..v };
+        assert_eq!(unproven(&old), "failed verification (1 of its claims failed)");
+    }
+
     fn verdict(path: &Path, declared: &SandboxCapabilities, passed: bool) -> Verdict {
         Verdict {
             sandbox: "x".into(),
@@ -181,6 +193,7 @@ mod tests {
             passes: 3,
             fails: usize::from(!passed),
             skipped: 0,
+            failed: Vec::new(),
             verified_at: 1,
             kit_version: "0.1.0".into(),
             create_options: BTreeMap::new(),

@@ -255,6 +255,7 @@ impl tinybox_core::trust::Verifier for Passes {
             passes: 1,
             fails: 0,
             skipped: 0,
+            failed: Vec::new(),
             verified_at: 0,
             kit_version: "test".into(),
             create_options: options.clone(),

@@ -164,6 +164,12 @@ impl Report {
             passes: count(Status::Pass),
             fails: count(Status::Fail),
             skipped: count(Status::Skipped),
+            failed: self
+                .claims
+                .iter()
+                .filter(|c| c.status == Status::Fail)
+                .map(|c| c.claim.name().to_owned())
+                .collect(),
             verified_at: now,
             kit_version: env!("CARGO_PKG_VERSION").into(),
             create_options: self.create_options.clone(),

@@ -195,6 +195,7 @@ mod tests {
             passes: 5,
             fails: 0,
             skipped: 0,
+            failed: Vec::new(),
             verified_at: 1,
             kit_version: "0.1.0".into(),
             create_options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),

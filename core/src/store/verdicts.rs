@@ -31,6 +31,9 @@ pub struct Verdict {
     pub passes: usize,
     pub fails: usize,
     pub skipped: usize,
+    /// The names of the claims that failed, so a refusal can say which.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
     /// Seconds since the epoch.
     pub verified_at: u64,
     /// The tinybox whose kit ran (claims may be added in later versions).
@@ -127,6 +130,7 @@ mod tests {
             passes: 3,
             fails: usize::from(!passed),
             skipped: 0,
+            failed: Vec::new(),
             verified_at: 7,
             kit_version: "0.1.0".into(),
             create_options: options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
