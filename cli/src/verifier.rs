@@ -32,6 +32,13 @@ impl Verifier for Kit {
         }
         let opts = Options { image: None, create_options: options.clone(), egress_target: None };
         let report = crate::progress::spin(self.json, what, verify::verify(engine, sandbox.as_str(), &opts)).await?;
+        // A claim that failed is named with what its probe saw, here where
+        // the report is: the verdict kept in the store has the names only.
+        if !self.json {
+            for c in report.claims.iter().filter(|c| c.status == verify::Status::Fail) {
+                eprintln!("tinybox: {sandbox}: claim {} FAILED: {}", c.claim, c.detail);
+            }
+        }
         report.verdict(engine.now()).ok_or_else(|| {
             Error::NotVerifiable(format!("sandbox {sandbox}'s driver binary cannot be read, so no verdict can be kept"))
         })
