@@ -260,6 +260,7 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
         create_options: opts.create_options.clone(),
         egress_target: opts.egress_target.clone(),
         box_isolation: None,
+        namespace: format!("tinybox-verify-{}", &levels::nonce()[..12]),
         claims: Vec::new(),
         operations: Vec::new(),
     };
@@ -296,6 +297,10 @@ struct Kit<'a> {
     /// The isolation the engine recorded for the kit's first box, which a
     /// driver may put below its declaration for the options it was given.
     box_isolation: Option<IsolationLevel>,
+    /// This run's own: two stores' kits on one docker daemon (two agents
+    /// verifying at once) would otherwise make, and remove, each other's
+    /// `box-0` under one name.
+    namespace: String,
     claims: Vec<Finding>,
     operations: Vec<Operation>,
 }
@@ -353,7 +358,7 @@ impl Kit<'_> {
         let placement = Placement::new(HostName::local(), self.sandbox.clone());
         let mut spec = BoxSpec::new(placement);
         spec.source = source;
-        spec.namespace = "tinybox-verify".into();
+        spec.namespace = self.namespace.clone();
         let enforced = |l: Limit| self.caps.has(&Feature::ResourceLimits) && self.caps.limits.contains(&l);
         spec.resources = Resources {
             cpus: enforced(Limit::Cpu).then_some(CAP_CPUS),
