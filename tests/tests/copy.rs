@@ -417,28 +417,6 @@ fn a_microvm_box_round_trips_a_file() {
 
 mod module_support;
 
-/// A foreign host (Python, ctypes) running the module's calls given on
-/// argv as JSON `[[method, params], ...]`; "$id" and "$exec" in a string
-/// param are the last `id` and `exec` a result returned. One result per line.
-const MODULE_HOST: &str = r#"
-import ctypes, json, sys
-lib = ctypes.CDLL(sys.argv[1])
-lib.tinybox_call.restype = ctypes.c_void_p
-lib.tinybox_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-lib.tinybox_free.argtypes = [ctypes.c_void_p]
-seen = {}
-for method, params in json.loads(sys.argv[3]):
-    params = {k: (seen.get(v[1:], v) if isinstance(v, str) and v.startswith('$') else v) for k, v in params.items()}
-    params['store'] = sys.argv[2]
-    r = lib.tinybox_call(method.encode(), json.dumps(params).encode())
-    out = json.loads(ctypes.string_at(r).decode())
-    lib.tinybox_free(r)
-    for k in ('id', 'exec'):
-        if isinstance(out.get('ok'), dict) and k in out['ok']:
-            seen[k] = out['ok'][k]
-    print(json.dumps(out), flush=True)
-"#;
-
 #[test]
 fn the_module_reads_writes_and_lists_files_inline_and_by_handle() {
     let test = "copy::the_module_reads_writes_and_lists_files_inline_and_by_handle";
@@ -470,12 +448,7 @@ fn the_module_reads_writes_and_lists_files_inline_and_by_handle() {
             ["fs.write", { "id": "$id", "path": p("x"), "content": "a", "content_base64": "AA==" }],
             ["rm", { "id": "$id" }],
         ]);
-        let mut cmd = std::process::Command::new("python3");
-        cmd.arg("-c").arg(MODULE_HOST).arg(module_support::library()).arg(&store).arg(calls.to_string());
-        let out = module_support::host_env(&mut cmd, &store).output().unwrap();
-        assert!(out.status.success(), "{sandbox}: {}", String::from_utf8_lossy(&out.stderr));
-        let r: Vec<serde_json::Value> =
-            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let r = module_support::python_calls(&store, &calls);
         assert_eq!(r.len(), 12, "{sandbox}: {r:?}");
         for (i, expect_ok) in [(0, true), (1, true), (2, true), (3, true), (4, true), (6, true), (7, true), (8, true)] {
             assert_eq!(r[i]["ok"].is_object(), expect_ok, "{sandbox}: call {i}: {}", r[i]);

@@ -7,15 +7,20 @@
 //! the caller's files into /workspace straight from here, never through a
 //! symlink the box planted, and as the owner the box would write as. A
 //! namespace box is never stopped (it takes no snapshots), so it has no
-//! stopped case; its refusal to stop is checked too.
+//! stopped case; its refusal to stop is checked too. The module's file
+//! calls (`fs.write`, `fs.read`, `fs.list`) follow the same rules on a
+//! stopped bound box.
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Stdio;
 
+use serde_json::{Value, json};
 use tinybox_tests::docker::{Namespace, docker_ok};
 use tinybox_tests::{Cli, have, skip};
+
+mod module_support;
 
 fn cp(cli: &Cli, src: &str, dst: &str) -> (i32, String) {
     let (code, _, err) = cli.run(&["cp", src, dst]);
@@ -242,4 +247,83 @@ fn a_running_box_over_another_users_directory_gets_the_copy_as_that_user() {
     let m = std::fs::metadata(ws.path().join("f")).unwrap();
     assert_eq!((m.uid(), m.gid()), (uid, gid), "the copy is not the directory owner's");
     cli.run(&["rm", &id]);
+}
+
+#[test]
+fn the_modules_file_calls_serve_a_stopped_bound_docker_box_from_its_directory() {
+    let test = "copy_workspace::the_modules_file_calls_serve_a_stopped_bound_docker_box_from_its_directory";
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip(test, &why);
+    }
+    if !have("python3") {
+        return skip(test, "python3 is not on PATH");
+    }
+    let ns = Namespace::new("fs-bound");
+    let dir = module_support::temp();
+    let (store, ws) = (dir.path().join("store"), dir.path().join("ws"));
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("old"), "before\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "secret").unwrap();
+    let script = "mkdir -p /data && echo kept > /data/f";
+    let calls = json!([
+        ["create", { "sandbox": "docker", "namespace": ns.name, "persistent": true, "workspace": ws }],
+        ["exec", { "id": "$id", "argv": ["sh", "-c", script] }],
+        ["stop", { "id": "$id" }],
+        ["fs.write", { "id": "$id", "path": "/workspace/new.sh", "content": "echo hi\n", "mode": 0o4755 }],
+        ["fs.read", { "id": "$id", "path": "/workspace/old" }],
+        ["fs.list", { "id": "$id", "path": "/workspace" }],
+        ["fs.read", { "id": "$id", "path": "/data/f" }],
+        ["fs.list", { "id": "$id", "path": "/data" }],
+        ["fs.write", { "id": "$id", "path": "/data/g", "content": "x" }],
+        ["fs.read", { "id": "$id", "path": "/workspace/l/secret" }],
+        ["fs.write", { "id": "$id", "path": "/workspace/l/planted", "content": "x" }],
+        ["fs.list", { "id": "$id", "path": "/workspace/l" }],
+        ["inspect", { "id": "$id" }],
+    ]);
+    // The symlink a box could have left in its directory, made before the
+    // calls that meet it (the box is stopped then: nothing else writes).
+    std::os::unix::fs::symlink(outside.path(), ws.join("l")).unwrap();
+    let r = module_support::python_calls(&store, &calls);
+    assert_eq!(r.len(), 13, "{r:?}");
+    for (i, what) in [(0, "create"), (1, "exec"), (2, "stop"), (3, "fs.write"), (4, "fs.read"), (5, "fs.list")] {
+        assert!(r[i]["ok"].is_object(), "{what}: {}", r[i]);
+    }
+    assert_eq!(r[1]["ok"]["exit_code"], 0, "{}", r[1]);
+    let label = format!("label=tinybox.namespace={}", ns.name);
+    // Written here, into the directory, without the setuid bit.
+    let written = ws.join("new.sh");
+    assert_eq!(std::fs::read_to_string(&written).unwrap(), "echo hi\n");
+    assert_eq!(std::fs::metadata(&written).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(r[4]["ok"]["content"], "before\n");
+    let names: Vec<&str> = entries(&r[5]).iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["l", "new.sh", "old"], "{}", r[5]);
+    let link = entries(&r[5]).iter().find(|e| e["name"] == "l").unwrap();
+    assert_eq!(link["kind"], "symlink", "{link}");
+    // Outside the bind: read from the snapshot; a write needs the box back.
+    assert_eq!(r[6]["ok"]["content"], "kept\n", "{}", r[6]);
+    assert_eq!(entries(&r[7]).iter().map(|e| e["name"].clone()).collect::<Vec<_>>(), [json!("f")], "{}", r[7]);
+    let refused = |i: usize, words: &[&str]| {
+        let message = r[i]["error"]["message"].as_str().unwrap_or_else(|| panic!("call {i} is not refused: {}", r[i]));
+        assert!(!message.contains('\n'), "{message}");
+        for w in words {
+            assert!(message.contains(w), "call {i}: {message:?} does not say {w:?}");
+        }
+    };
+    refused(8, &["stopped", "tinybox resume"]);
+    // Nothing through the symlink, either way, and nothing written.
+    for i in [9, 10, 11] {
+        refused(i, &["symlink", "tinybox resume"]);
+    }
+    let names: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["secret"], "written through the symlink");
+    // None of it resumed the box or made a container.
+    assert_eq!(r[12]["ok"]["state"], "stopped", "{}", r[12]);
+    assert_eq!(docker_ok(&["ps", "-aq", "--filter", &label]), "", "a file call left a container");
+    let r = module_support::python_calls(&store, &json!([["rm", { "id": r[0]["ok"]["id"] }]]));
+    assert!(r[0]["ok"].is_object(), "{}", r[0]);
+}
+
+fn entries(result: &Value) -> &Vec<Value> {
+    result["ok"]["entries"].as_array().unwrap_or_else(|| panic!("no entries: {result}"))
 }

@@ -121,3 +121,35 @@ pub fn temp() -> tempfile::TempDir {
     assert!(!s.contains(['"', '\\']), "{s}");
     dir
 }
+
+/// A foreign host (Python, ctypes) running the module's calls given on
+/// argv as JSON `[[method, params], ...]`; "$id" and "$exec" in a string
+/// param are the last `id` and `exec` a result returned. One result per line.
+const PYTHON_CALLS: &str = r#"
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.tinybox_call.restype = ctypes.c_void_p
+lib.tinybox_call.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+lib.tinybox_free.argtypes = [ctypes.c_void_p]
+seen = {}
+for method, params in json.loads(sys.argv[3]):
+    params = {k: (seen.get(v[1:], v) if isinstance(v, str) and v.startswith('$') else v) for k, v in params.items()}
+    params['store'] = sys.argv[2]
+    r = lib.tinybox_call(method.encode(), json.dumps(params).encode())
+    out = json.loads(ctypes.string_at(r).decode())
+    lib.tinybox_free(r)
+    for k in ('id', 'exec'):
+        if isinstance(out.get('ok'), dict) and k in out['ok']:
+            seen[k] = out['ok'][k]
+    print(json.dumps(out), flush=True)
+"#;
+
+/// Runs `calls` (`[[method, params], ...]`, see [`PYTHON_CALLS`]) through
+/// the module in a Python host on `store`: one result per call.
+pub fn python_calls(store: &Path, calls: &Value) -> Vec<Value> {
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(PYTHON_CALLS).arg(library()).arg(store).arg(calls.to_string());
+    let out = host_env(&mut cmd, store).output().unwrap();
+    assert!(out.status.success(), "the Python host failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}

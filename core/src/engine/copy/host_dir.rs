@@ -26,7 +26,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tinybox_sdk::model::BoxId;
 
 use super::extract::{Extractor, Item, Roots, extract_at, open_child_dir, refused};
-use super::{CopyError, CopyOutcome, KEPT_MODE, PIPE_CAPACITY, TarRefusal, check_kind};
+use super::{CopyError, CopyOutcome, DirEntry, KEPT_MODE, PIPE_CAPACITY, TarRefusal, check_kind};
 use crate::hosts::LOCAL;
 use crate::model::BoxInfo;
 
@@ -159,6 +159,8 @@ pub(super) enum Source {
     Tree { path: PathBuf, root: OsString },
     /// The caller's tar stream, unpacked into the destination as it is.
     Tar(std::fs::File),
+    /// One file given whole (the module's `fs.write`), arriving as `name`.
+    Bytes { name: OsString, bytes: Vec<u8>, mode: u32, mtime: u64 },
 }
 
 /// Writes `source` at `dst` beneath the workspace directory `ws`, as
@@ -192,7 +194,47 @@ pub(super) fn write_into(box_id: &BoxId, ws: &Path, dst: &UnderMount, source: So
             put_tree(&mut x, &path, &root)?;
             Ok(x.finish()?)
         }
+        Source::Bytes { name: root, bytes, mode, mtime } => {
+            let mut x = Extractor::new(target, name, Roots::One);
+            let len = bytes.len() as u64;
+            x.put(Path::new(&root), Item::File, mode, mtime, |to| to.write_all(&bytes).map(|()| len))?;
+            Ok(x.finish()?)
+        }
     }
+}
+
+/// The entries of the directory at `dir` beneath the workspace directory
+/// `ws`, as the box's `stat` would list them: nothing is followed, a
+/// symlink is listed as one.
+pub(super) fn list_beneath(box_id: &BoxId, ws: &Path, dir: &UnderMount) -> Result<Vec<DirEntry>, Stop> {
+    let shown = || format!("{MOUNT}/{}", show(&dir.rel));
+    let root = open_root(ws)?;
+    let Some(fd) = open_beneath(&root, &dir.rel)? else {
+        return Err(CopyError::NoBoxDir { box_id: box_id.clone(), path: shown() }.into());
+    };
+    let mut entries = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd).map_err(io::Error::from)? {
+        let entry = entry.map_err(io::Error::from)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let st = match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            // Gone since it was read: as `stat` in the box would, skip it.
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(e) => return Err(io::Error::from(e).into()),
+        };
+        entries.push(DirEntry {
+            name: name.to_string_lossy().into_owned(),
+            kind: super::files::kind_of(st.st_mode),
+            size: st.st_size.max(0) as u64,
+            mode: st.st_mode & 0o7777,
+            mtime: st.st_mtime.max(0) as u64,
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
 }
 
 /// The caller's tree at `src` through the checked writer, rooted at

@@ -13,15 +13,15 @@
 //! copied, never linked). What is written belongs to the caller, carries no
 //! setuid, setgid or sticky bit, and no extended attribute.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use rustix::fs::FileType;
 use tinybox_sdk::model::{BoxId, ExecRequest};
 use tinybox_sdk::stdio::StdioFds;
 
 mod extract;
+mod files;
 mod host_dir;
 mod local;
 
@@ -241,18 +241,6 @@ cd -- "$parent" || exit 121
 exec tar -c -f - -- "${src##*/}"
 "#;
 
-/// Runs in the box: one line per entry of directory $1, `hexmode size
-/// mtime name`.
-const LIST_SCRIPT: &str = r#"command -v stat >/dev/null 2>&1 || { printf 'tinybox: no program stat in the box\n' >&2; exit 127; }
-[ -d "$1" ] || exit 122
-cd -- "$1" || exit 122
-for f in * .*; do
-  case $f in .|..) continue ;; esac
-  [ -e "$f" ] || [ -L "$f" ] || continue
-  stat -c '%f %s %Y %n' -- "$f"
-done
-"#;
-
 impl Tinybox {
     /// Copies as `request` says; see the module's documentation for what a
     /// tar from a box may not do here.
@@ -311,18 +299,16 @@ impl Tinybox {
             return Ok(Err(local));
         };
         let ws = ws.to_owned();
-        let resume = |state: String| Error::BoxNotReady {
-            id: box_id.clone(),
-            state,
-            hint: format!("`tinybox resume {box_id}` brings it back, and the copy then goes through the box"),
-        };
         let Some(at) = host_dir::under_mount(box_path) else {
             if stopped && direction == Direction::In {
-                return Err(resume(format!(
-                    "stopped, and only {} (the directory {}) holds its files while it is stopped",
-                    host_dir::MOUNT,
-                    ws.display()
-                )));
+                return Err(needs_resume(
+                    box_id,
+                    format!(
+                        "stopped, and only {} (the directory {}) holds its files while it is stopped",
+                        host_dir::MOUNT,
+                        ws.display()
+                    ),
+                ));
             }
             // Out of a stopped box: the rest of it is in its snapshot.
             return Ok(Err(local));
@@ -335,18 +321,9 @@ impl Tinybox {
             if !stopped {
                 return Ok(Err(local));
             }
-            return Err(resume(format!(
-                "stopped, and its workspace {} belongs to another user, whose files a copy here would not write as theirs",
-                ws.display()
-            )));
+            return Err(not_callers(box_id, &ws));
         }
         let id = box_id.clone();
-        let through_link = || {
-            resume(format!(
-                "stopped, and {box_path} is reached through a symlink in its workspace {}, which only the box follows",
-                ws.display()
-            ))
-        };
         let done = match (direction, local) {
             (Direction::In, Local::Path(src)) => {
                 let root = root_name(&src)?;
@@ -377,87 +354,7 @@ impl Tinybox {
                 }
             }
         };
-        match done {
-            Ok(outcome) => Ok(Ok(outcome)),
-            Err(host_dir::Stop::Link) => Err(through_link()),
-            Err(host_dir::Stop::Copy(e)) => Err(e.into()),
-            Err(host_dir::Stop::Io(e)) => Err(local_error("cannot copy", e)),
-        }
-    }
-
-    /// Writes `bytes` as the file `path` in the box, with `mode` (permission
-    /// bits only) and the current time.
-    pub async fn write_file(&self, box_id: &BoxId, path: &str, bytes: Vec<u8>, mode: u32) -> Result<CopyOutcome> {
-        let name = match path.trim_end_matches('/').rsplit('/').next() {
-            Some(n) if !n.is_empty() && n != "." && n != ".." => n.to_owned(),
-            _ => return Err(CopyError::NoName { path: path.into() }.into()),
-        };
-        let mtime = self.now();
-        let entry = name.clone();
-        let producer = move |w: io::PipeWriter| {
-            let mut b = tar::Builder::new(w);
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(bytes.len() as u64);
-            h.set_mode(mode & KEPT_MODE);
-            h.set_mtime(mtime);
-            b.append_data(&mut h, &entry, bytes.as_slice())?;
-            b.into_inner()?.flush()?;
-            Ok(CopyOutcome { entries: 1, bytes: bytes.len() as u64 })
-        };
-        self.copy_in(box_id, path, &name, producer).await
-    }
-
-    /// Reads the regular file `path` in the box, refusing one over `limit`
-    /// bytes (before its contents are read).
-    pub async fn read_file(&self, box_id: &BoxId, path: &str, limit: u64) -> Result<Vec<u8>> {
-        let id = box_id.clone();
-        let p = path.to_owned();
-        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = out.clone();
-        let consumer = move |r: io::PipeReader| -> io::Result<CopyOutcome> {
-            let mut archive = tar::Archive::new(r);
-            let mut entries = archive.entries()?;
-            let Some(entry) = entries.next() else {
-                return Err(refused(TarRefusal::Empty));
-            };
-            let mut entry = entry?;
-            let what = entry.header().entry_type();
-            if !what.is_file() {
-                let what = kind_word(what).to_owned();
-                return Err(io::Error::other(CopyError::NotAFile { box_id: id, path: p, what }));
-            }
-            let size = entry.size();
-            if size > limit {
-                return Err(io::Error::other(CopyError::TooBig { box_id: id, path: p, size, limit }));
-            }
-            let mut bytes = Vec::with_capacity(size as usize);
-            entry.read_to_end(&mut bytes)?;
-            // The rest of the stream is tar's padding: read it so the box's
-            // tar ends without a broken pipe.
-            io::copy(&mut archive.into_inner(), &mut io::sink())?;
-            *sink.lock().expect("read_file sink") = bytes;
-            Ok(CopyOutcome { entries: 1, bytes: size })
-        };
-        self.copy_out(box_id, path, consumer, false).await?;
-        let bytes = std::mem::take(&mut *out.lock().expect("read_file sink"));
-        Ok(bytes)
-    }
-
-    /// The entries of directory `path` in the box.
-    pub async fn list_dir(&self, box_id: &BoxId, path: &str) -> Result<Vec<DirEntry>> {
-        let request = ExecRequest::new(["sh", "-c", LIST_SCRIPT, "sh", path]);
-        let mut capture = crate::capture::Capture::new(4 * 1024 * 1024);
-        capture.timeout = Some(std::time::Duration::from_secs(60));
-        let got =
-            crate::capture::run(self, box_id, request, Target::Workspace, &capture, std::future::pending()).await?;
-        let code = got.status.shell_code();
-        if code != 0 {
-            let stderr = String::from_utf8_lossy(&got.stderr.bytes).into_owned();
-            return Err(box_error(box_id, path, code, &stderr, "list a directory").into());
-        }
-        let text = String::from_utf8_lossy(&got.stdout.bytes);
-        Ok(text.lines().filter_map(parse_stat_line).collect())
+        served(done, box_id, box_path, &ws).map(Ok)
     }
 
     /// Runs the extracting side in the box with `producer` writing the tar.
@@ -535,6 +432,44 @@ impl Tinybox {
     }
 }
 
+/// A stopped box's refusal of what its directory cannot serve: resuming it
+/// lets the copy go through the box.
+fn needs_resume(box_id: &BoxId, state: String) -> Error {
+    Error::BoxNotReady {
+        id: box_id.clone(),
+        state,
+        hint: format!("`tinybox resume {box_id}` brings it back, and the copy then goes through the box"),
+    }
+}
+
+/// A stopped box over another user's directory: written here, its files
+/// would not be that user's.
+fn not_callers(box_id: &BoxId, ws: &Path) -> Error {
+    needs_resume(
+        box_id,
+        format!(
+            "stopped, and its workspace {} belongs to another user, whose files a copy here would not write as theirs",
+            ws.display()
+        ),
+    )
+}
+
+/// What a copy served from the workspace directory `ws` came to.
+fn served<T>(done: std::result::Result<T, host_dir::Stop>, box_id: &BoxId, box_path: &str, ws: &Path) -> Result<T> {
+    match done {
+        Ok(v) => Ok(v),
+        Err(host_dir::Stop::Link) => Err(needs_resume(
+            box_id,
+            format!(
+                "stopped, and {box_path} is reached through a symlink in its workspace {}, which only the box follows",
+                ws.display()
+            ),
+        )),
+        Err(host_dir::Stop::Copy(e)) => Err(e.into()),
+        Err(host_dir::Stop::Io(e)) => Err(local_error("cannot copy", e)),
+    }
+}
+
 /// A copy's own error carried through io, or an io error with `context`.
 fn local_error(context: &str, e: io::Error) -> Error {
     match e.downcast::<CopyError>() {
@@ -559,29 +494,6 @@ fn box_error(box_id: &BoxId, path: &str, code: i32, stderr: &str, what: &'static
     }
 }
 
-/// Reads a stream to its end, keeping the first [`STDERR_BOUND`] bytes.
-fn bounded(mut r: io::PipeReader) -> String {
-    let mut kept = Vec::new();
-    let _ = (&mut r).take(STDERR_BOUND as u64).read_to_end(&mut kept);
-    let _ = io::copy(&mut r, &mut io::sink());
-    String::from_utf8_lossy(&kept).into_owned()
-}
-
-fn parse_stat_line(line: &str) -> Option<DirEntry> {
-    let mut parts = line.splitn(4, ' ');
-    let raw = u32::from_str_radix(parts.next()?, 16).ok()?;
-    let size = parts.next()?.parse().ok()?;
-    let mtime = parts.next()?.parse().ok()?;
-    let name = parts.next()?.to_owned();
-    let kind = match FileType::from_raw_mode(raw) {
-        FileType::RegularFile => "file",
-        FileType::Directory => "dir",
-        FileType::Symlink => "symlink",
-        _ => "other",
-    };
-    Some(DirEntry { name, kind, size, mode: raw & 0o7777, mtime })
-}
-
 fn kind_word(t: tar::EntryType) -> &'static str {
     match t {
         tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => "file",
@@ -593,6 +505,14 @@ fn kind_word(t: tar::EntryType) -> &'static str {
         tar::EntryType::Fifo => "fifo",
         _ => "special entry",
     }
+}
+
+/// Reads a stream to its end, keeping the first [`STDERR_BOUND`] bytes.
+fn bounded(mut r: io::PipeReader) -> String {
+    let mut kept = Vec::new();
+    let _ = (&mut r).take(STDERR_BOUND as u64).read_to_end(&mut kept);
+    let _ = io::copy(&mut r, &mut io::sink());
+    String::from_utf8_lossy(&kept).into_owned()
 }
 
 #[cfg(test)]
@@ -632,12 +552,5 @@ mod tests {
         assert_eq!((got.entries, got.bytes), (3, big.len() as u64 + 1));
         assert_eq!(std::fs::read(dst.path().join("u/big")).unwrap(), big);
         assert_eq!(std::fs::read(dst.path().join("u/small")).unwrap(), b"s");
-    }
-
-    #[test]
-    fn stat_lines_are_read() {
-        let e = parse_stat_line("81a4 12 1700000000 a b").unwrap();
-        assert_eq!((e.name.as_str(), e.kind, e.size, e.mode, e.mtime), ("a b", "file", 12, 0o644, 1_700_000_000));
-        assert_eq!(parse_stat_line("41ed 0 1 d").unwrap().kind, "dir");
     }
 }
