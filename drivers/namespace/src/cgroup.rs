@@ -188,15 +188,15 @@ for c in pids memory cpu; do
 done
 "#;
 
-/// Moves itself into each directory given (`$1` of them) and execs the
-/// rest: the command's first instruction already runs under the limits.
-pub const ENTER: &str = r#"
-n=$1; shift
+/// Moves itself into each directory given (`$1` of them), then goes on
+/// with what follows them: the start of [`crate::sandbox::start_script`], the one
+/// shell every command of a box with limits begins in, so the command's
+/// first instruction already runs under the limits.
+pub const ENTER: &str = r#"n=$1; shift
 while [ "$n" -gt 0 ]; do
     printf '%s\n' "$$" > "$1/cgroup.procs" || { echo "tinybox: cannot enter cgroup $1" >&2; exit 125; }
     shift; n=$((n - 1))
 done
-exec "$@"
 "#;
 
 /// Prints the directory of every cgroup named `$1` (what [`SETUP`] made

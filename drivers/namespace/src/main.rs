@@ -173,10 +173,11 @@ fn main() {
             return;
         }
         // For benchmarks: the exact bwrap arguments a denied-network box over
-        // WORKSPACE runs a command with (the command itself follows), and
-        // the seccomp program bwrap reads from descriptor 3, written to
-        // SECCOMP_FILE (run it as `bwrap ARGS CMD 3<SECCOMP_FILE`).
-        Some("--print-bwrap-args") if args.len() == 4 => {
+        // WORKSPACE, with the cgroup directories CGROUP..., runs a command
+        // with (the command itself follows), and the seccomp program bwrap
+        // reads from descriptor 3, written to SECCOMP_FILE (run it as
+        // `bwrap ARGS CMD 3<SECCOMP_FILE`).
+        Some("--print-bwrap-args") if args.len() >= 4 => {
             let machine = std::process::Command::new("uname")
                 .arg("-m")
                 .output()
@@ -191,13 +192,14 @@ fn main() {
                 std::process::exit(1);
             }
             let env = BTreeMap::new();
+            let cgroups = &args[4..];
             let layout = bwrap::Layout {
                 workspace: &args[2],
                 cwd: None,
                 env: &env,
                 share_net: false,
-                cgroups: &[],
-                cgroup_v2: false,
+                cgroups,
+                cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
                 terminal: false,
                 egress: None,
             };

@@ -26,6 +26,16 @@ pub const SECCOMP: &str = r#"exec 4<&0
 printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
 "#;
 
+/// The one shell every command of a box starts in, as the caller: it
+/// enters the box's cgroups (`$1` of them follow; none for a box without
+/// limits), then feeds the seccomp program to the rest ([`SECCOMP`]):
+/// setpriv, netwrap.sh and bwrap, each only where the box needs it, pass
+/// descriptor 3 on to bwrap. One shell, not one per step: each is a
+/// process start on every exec (docs/benchmarks.md, "Namespace sandbox").
+pub fn start_script() -> String {
+    format!("{}{SECCOMP}", cgroup::ENTER)
+}
+
 /// What core stores for a box and hands back on every call.
 #[derive(Debug, Clone, PartialEq)]
 struct Handle {
@@ -389,18 +399,12 @@ async fn remove_cgroups(host: &dyn Host, cgroups: &[String]) -> Result<(), Drive
     Ok(())
 }
 
-/// The whole command the host runs for one exec, outermost first: enter the
-/// box's cgroups (as the caller, who may write them), become the workspace's
-/// owner, make the egress namespace, hand bwrap its seccomp program, bwrap.
+/// The whole command the host runs for one exec, outermost first: one
+/// shell that enters the box's cgroups (as the caller, who may write them)
+/// and opens the seccomp program on descriptor 3, then become the
+/// workspace's owner, make the egress namespace, bwrap.
 fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec<String> {
-    let mut v = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        SECCOMP.to_owned(),
-        "tinybox-seccomp".to_owned(),
-        seccomp::printf_format(&seccomp::bytes(arch)),
-        "bwrap".to_owned(),
-    ];
+    let mut v = vec!["bwrap".to_owned()];
     v.extend(bwrap_args);
     if handle.egress {
         let fence = Fence { exceptions: handle.fence.clone(), resolvers: vec![SLIRP_DNS] };
@@ -421,14 +425,12 @@ fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec
         outer.extend(v);
         v = outer;
     }
-    if !handle.cgroups.is_empty() {
-        let mut outer = vec!["sh".to_owned(), "-c".to_owned(), cgroup::ENTER.to_owned(), "tinybox-cgroup".to_owned()];
-        outer.push(handle.cgroups.len().to_string());
-        outer.extend(handle.cgroups.iter().cloned());
-        outer.extend(v);
-        v = outer;
-    }
-    v
+    let mut outer = vec!["sh".to_owned(), "-c".to_owned(), start_script(), "tinybox-start".to_owned()];
+    outer.push(handle.cgroups.len().to_string());
+    outer.extend(handle.cgroups.iter().cloned());
+    outer.push(seccomp::printf_format(&seccomp::bytes(arch)));
+    outer.extend(v);
+    outer
 }
 
 pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
