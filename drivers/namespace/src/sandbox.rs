@@ -27,7 +27,7 @@ printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
 "#;
 
 /// The one shell every command of a box starts in, as the caller: it
-/// enters the box's cgroups (`$1` of them follow; none for a box without
+/// enters the box's cgroups (`cgroup::ENTER`; none for a box without
 /// limits), then feeds the seccomp program to the rest ([`SECCOMP`]):
 /// setpriv, netwrap.sh and bwrap, each only where the box needs it, pass
 /// descriptor 3 on to bwrap. One shell, not one per step: each is a
@@ -426,6 +426,7 @@ fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec
         v = outer;
     }
     let mut outer = vec!["sh".to_owned(), "-c".to_owned(), start_script(), "tinybox-start".to_owned()];
+    outer.push(cgroup::member_file(handle.cgroup_v2).to_owned());
     outer.push(handle.cgroups.len().to_string());
     outer.extend(handle.cgroups.iter().cloned());
     outer.push(seccomp::printf_format(&seccomp::bytes(arch)));

@@ -157,7 +157,7 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
 /// the seccomp program on fd 3 to what follows.
 fn start(cgroups: &[String]) -> Vec<String> {
     let program = crate::seccomp::printf_format(&crate::seccomp::bytes(crate::seccomp::Arch::X86_64));
-    let mut v = words(&["sh", "-c", &start_script(), "tinybox-start", &cgroups.len().to_string()]);
+    let mut v = words(&["sh", "-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
     v.extend(cgroups.iter().cloned());
     v.push(program);
     v
@@ -561,6 +561,7 @@ async fn a_delegated_parent_is_where_setup_makes_the_box_cgroup_and_where_rm_loo
     exec(&host, exec_params(made.handle.clone(), None)).await.unwrap();
     let argv = host.argvs().remove(0);
     assert!(argv.windows(3).any(|w| w == words(&["--ro-bind", &dir, "/sys/fs/cgroup"])), "v2: seen at the root");
+    assert_eq!(argv[4..7], words(&["cgroup.procs", "1", &dir]), "v2 takes a whole process into cgroup.procs");
 
     let host = FakeHost::new().otherwise(Reply::ok(""));
     let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
@@ -654,7 +655,7 @@ async fn an_allowlist_box_s_command_runs_under_the_relay_with_loopback_only() {
 fn run_start(cgroups: &[&str], program: &[u8], rest: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write as _;
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", &start_script(), "tinybox-start", &cgroups.len().to_string()]);
+    cmd.args(["-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
     cmd.args(cgroups).arg(crate::seccomp::printf_format(program)).args(rest);
     let mut child = cmd
         .stdin(std::process::Stdio::piped())
@@ -682,18 +683,11 @@ fn the_start_shell_hands_the_program_on_fd_3_and_keeps_the_caller_s_stdin() {
 fn the_start_shell_enters_each_cgroup_before_the_command_and_stops_at_one_it_cannot() {
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let paths: Vec<&str> = dirs.iter().map(|d| d.path().to_str().unwrap()).collect();
-    // The command reads what was written before it started: its own pid,
-    // for a shell that execs it, in each cgroup.procs.
-    let out = run_start(
-        &paths,
-        b"x",
-        &["sh", "-c", "cat \"$1/cgroup.procs\" \"$2/cgroup.procs\"", "sh", paths[0], paths[1]],
-        b"",
-    );
+    // The command reads what was written before it started: 0, the start
+    // shell itself (its one thread), in each directory's tasks.
+    let out = run_start(&paths, b"x", &["sh", "-c", "cat \"$1/tasks\" \"$2/tasks\"", "sh", paths[0], paths[1]], b"");
     assert!(out.status.success(), "{out:?}");
-    let pids: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
-    assert_eq!(pids.len(), 2, "{out:?}");
-    assert_eq!(pids[0], pids[1], "one process, the start shell, entered both");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n0\n", "{out:?}");
 
     let missing = dirs[0].path().join("gone");
     let missing = missing.to_str().unwrap();
