@@ -122,7 +122,11 @@ impl SandboxDriver for Namespace {
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
-        sandbox::exec(host, p).await
+        // On this machine the program is a file of the driver's, opened
+        // without a fork; on another, fed through a pipe.
+        let remote = self.remote.get().copied().unwrap_or(true);
+        let programs = if remote { None } else { host.state_dir() };
+        sandbox::exec(host, p, programs).await
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {

@@ -14,6 +14,12 @@ use tinybox_sdk::testing::{FakeHost, Reply};
 use super::*;
 
 const WS: &str = "/home/u/proj";
+
+/// An exec whose seccomp program goes through a pipe (a box on another
+/// machine); `file_programs_*` below covers this machine's file.
+async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
+    super::exec(host, p, None).await
+}
 const EXEC_SOCKET: &str = "/run/x.sock";
 
 fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>) -> CreateParams {
@@ -159,7 +165,7 @@ fn start(cgroups: &[String]) -> Vec<String> {
     let program = crate::seccomp::printf_format(&crate::seccomp::bytes(crate::seccomp::Arch::X86_64));
     let mut v = words(&["sh", "-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
     v.extend(cgroups.iter().cloned());
-    v.push(program);
+    v.extend(["pipe".to_owned(), program]);
     v
 }
 
@@ -656,7 +662,7 @@ fn run_start(cgroups: &[&str], program: &[u8], rest: &[&str], stdin: &[u8]) -> s
     use std::io::Write as _;
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
-    cmd.args(cgroups).arg(crate::seccomp::printf_format(program)).args(rest);
+    cmd.args(cgroups).arg("pipe").arg(crate::seccomp::printf_format(program)).args(rest);
     let mut child = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -699,4 +705,59 @@ fn the_start_shell_enters_each_cgroup_before_the_command_and_stops_at_one_it_can
         Some(format!("tinybox: cannot enter cgroup {missing}").as_str())
     );
     assert!(!marker.exists(), "nothing runs outside the box's cgroup");
+}
+
+#[test]
+fn the_start_shell_opens_a_program_file_on_fd_3_without_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let program: Vec<u8> = (0..=255u8).rev().collect();
+    let file = dir.path().join("p.bpf");
+    std::fs::write(&file, &program).unwrap();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &start_script(), "tinybox-start", "tasks", "0", "file", file.to_str().unwrap()]);
+    // The shell execs the command: its pid is the start shell's own.
+    cmd.args(["sh", "-c", "cat <&3; printf '|'; cat; exit 7"]);
+    let out = cmd
+        .stdin(std::fs::File::open(&file).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let mut expected = program.clone();
+    expected.push(b'|');
+    expected.extend_from_slice(&program);
+    assert_eq!(out.stdout, expected, "fd 3 is the file, stdin the caller's");
+
+    let gone = dir.path().join("gone.bpf");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &start_script(), "tinybox-start", "tasks", "0", "file", gone.to_str().unwrap(), "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let last = String::from_utf8_lossy(&out.stderr).lines().last().map(str::to_owned);
+    assert_eq!(last, Some(format!("tinybox: cannot open the box's seccomp program {}", gone.display())));
+}
+
+#[tokio::test]
+async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_by_the_start_shell() {
+    let state = tempfile::tempdir().unwrap();
+    let host = FakeHost::new();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path())).await.unwrap();
+    let argv = host.argvs().remove(0);
+    let program = crate::seccomp::bytes(crate::seccomp::Arch::X86_64);
+    let file = crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64).unwrap();
+    assert_eq!(argv[4..9], words(&["tasks", "0", "file", file.to_str().unwrap(), "bwrap"]));
+    assert_eq!(std::fs::read(&file).unwrap(), program);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // A copy that differs (damaged, or another build's) is replaced whole.
+    std::fs::write(&file, b"not the program").unwrap();
+    assert_eq!(crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64), Some(file.clone()));
+    assert_eq!(std::fs::read(&file).unwrap(), program);
+    // A directory it cannot write: the pipe, as for another machine.
+    let host = FakeHost::new();
+    let missing = state.path().join("no-such-dir");
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing)).await.unwrap();
+    assert_eq!(host.argvs().remove(0)[6], "pipe");
 }
