@@ -167,7 +167,8 @@ below it says what that shell costs. Direct, the CLI starts and handshakes
 two drivers (local host and namespace sandbox) in parallel; through the
 daemon both are warm. Either way one more hop (the namespace driver's
 reverse `host.run`) and one shell on the host: it enters the box's
-cgroups and feeds bwrap the seccomp program through a pipe, then bwrap.
+cgroups, opens the seccomp program (a file of the driver's) on fd 3 and
+execs bwrap, as the raw row's shell does.
 """)
 
 # microVM: tinybox's create + first exec next to the same QEMU command line
