@@ -44,7 +44,7 @@ pub struct Layout<'a> {
     pub egress: Option<&'a tinybox_sdk::protocol::EgressEndpoint>,
 }
 
-/// The descriptor bwrap reads the seccomp program from (see `sandbox::SECCOMP`).
+/// The descriptor bwrap reads the seccomp program from (see `sandbox::start_script`).
 pub const SECCOMP_FD: &str = "3";
 
 /// The arguments after `bwrap`, ending with `--` and the command.

@@ -122,7 +122,11 @@ impl SandboxDriver for Namespace {
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
-        sandbox::exec(host, p).await
+        // On this machine the program is a file of the driver's, opened
+        // without a fork; on another, fed through a pipe.
+        let remote = self.remote.get().copied().unwrap_or(true);
+        let programs = if remote { None } else { host.state_dir() };
+        sandbox::exec(host, p, programs).await
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
@@ -173,10 +177,11 @@ fn main() {
             return;
         }
         // For benchmarks: the exact bwrap arguments a denied-network box over
-        // WORKSPACE runs a command with (the command itself follows), and
-        // the seccomp program bwrap reads from descriptor 3, written to
-        // SECCOMP_FILE (run it as `bwrap ARGS CMD 3<SECCOMP_FILE`).
-        Some("--print-bwrap-args") if args.len() == 4 => {
+        // WORKSPACE, with the cgroup directories CGROUP..., runs a command
+        // with (the command itself follows), and the seccomp program bwrap
+        // reads from descriptor 3, written to SECCOMP_FILE (run it as
+        // `bwrap ARGS CMD 3<SECCOMP_FILE`).
+        Some("--print-bwrap-args") if args.len() >= 4 => {
             let machine = std::process::Command::new("uname")
                 .arg("-m")
                 .output()
@@ -191,13 +196,14 @@ fn main() {
                 std::process::exit(1);
             }
             let env = BTreeMap::new();
+            let cgroups = &args[4..];
             let layout = bwrap::Layout {
                 workspace: &args[2],
                 cwd: None,
                 env: &env,
                 share_net: false,
-                cgroups: &[],
-                cgroup_v2: false,
+                cgroups,
+                cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
                 terminal: false,
                 egress: None,
             };

@@ -5,7 +5,7 @@
 //! the `SandboxDriver` in main.rs only hands each call its host.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
@@ -19,12 +19,33 @@ use tinybox_sdk::model::names::validate_name;
 
 use crate::{bwrap, cgroup, seccomp};
 
-/// Feeds the seccomp program (`$1`, a printf format) to the command after
-/// it on descriptor 3, where `bwrap --seccomp 3` reads it; the command keeps
-/// the caller's stdin. A pipe, so the program is never a file on the host.
-pub const SECCOMP: &str = r#"exec 4<&0
+/// Hands the seccomp program to the command after it on descriptor 3,
+/// where `bwrap --seccomp 3` reads it: `file PATH` opens the driver's copy
+/// on this machine (`seccomp::program_file`) and execs, no fork; `pipe
+/// FORMAT` (another machine's box) feeds it from a printf format through a
+/// pipe, so the program is never a file on that host. The command keeps
+/// the caller's stdin either way.
+pub const SECCOMP: &str = r#"if [ "$1" = file ]; then
+    # A redirection that fails on exec ends the shell with its own words: check first.
+    [ -f "$2" ] && [ -r "$2" ] || { echo "tinybox: cannot open the box's seccomp program $2" >&2; exit 125; }
+    exec 3<"$2"
+    shift 2
+    exec "$@"
+fi
+shift
+exec 4<&0
 printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
 "#;
+
+/// The one shell every command of a box starts in, as the caller: it
+/// enters the box's cgroups (`cgroup::ENTER`; none for a box without
+/// limits), then hands the seccomp program to the rest ([`SECCOMP`]):
+/// setpriv, netwrap.sh and bwrap, each only where the box needs it, pass
+/// descriptor 3 on to bwrap. One shell, not one per step: each is a
+/// process start on every exec (docs/benchmarks.md, "Namespace sandbox").
+pub fn start_script() -> String {
+    format!("{}{SECCOMP}", cgroup::ENTER)
+}
 
 /// What core stores for a box and hands back on every call.
 #[derive(Debug, Clone, PartialEq)]
@@ -389,18 +410,12 @@ async fn remove_cgroups(host: &dyn Host, cgroups: &[String]) -> Result<(), Drive
     Ok(())
 }
 
-/// The whole command the host runs for one exec, outermost first: enter the
-/// box's cgroups (as the caller, who may write them), become the workspace's
-/// owner, make the egress namespace, hand bwrap its seccomp program, bwrap.
-fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec<String> {
-    let mut v = vec![
-        "sh".to_owned(),
-        "-c".to_owned(),
-        SECCOMP.to_owned(),
-        "tinybox-seccomp".to_owned(),
-        seccomp::printf_format(&seccomp::bytes(arch)),
-        "bwrap".to_owned(),
-    ];
+/// The whole command the host runs for one exec, outermost first: one
+/// shell that enters the box's cgroups (as the caller, who may write them)
+/// and opens the seccomp program on descriptor 3, then become the
+/// workspace's owner, make the egress namespace, bwrap.
+fn command(handle: &Handle, arch: seccomp::Arch, program: Option<&Path>, bwrap_args: Vec<String>) -> Vec<String> {
+    let mut v = vec!["bwrap".to_owned()];
     v.extend(bwrap_args);
     if handle.egress {
         let fence = Fence { exceptions: handle.fence.clone(), resolvers: vec![SLIRP_DNS] };
@@ -421,17 +436,22 @@ fn command(handle: &Handle, arch: seccomp::Arch, bwrap_args: Vec<String>) -> Vec
         outer.extend(v);
         v = outer;
     }
-    if !handle.cgroups.is_empty() {
-        let mut outer = vec!["sh".to_owned(), "-c".to_owned(), cgroup::ENTER.to_owned(), "tinybox-cgroup".to_owned()];
-        outer.push(handle.cgroups.len().to_string());
-        outer.extend(handle.cgroups.iter().cloned());
-        outer.extend(v);
-        v = outer;
+    let mut outer = vec!["sh".to_owned(), "-c".to_owned(), start_script(), "tinybox-start".to_owned()];
+    outer.push(cgroup::member_file(handle.cgroup_v2).to_owned());
+    outer.push(handle.cgroups.len().to_string());
+    outer.extend(handle.cgroups.iter().cloned());
+    match program {
+        Some(file) => outer.extend(["file".to_owned(), file.display().to_string()]),
+        None => outer.extend(["pipe".to_owned(), seccomp::printf_format(&seccomp::bytes(arch))]),
     }
-    v
+    outer.extend(v);
+    outer
 }
 
-pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
+/// Runs one command in a box. `programs`: where this machine's copies of
+/// the seccomp program live, for a box on this machine; `None` feeds it
+/// through a pipe.
+pub async fn exec(host: &dyn Host, p: ExecParams, programs: Option<&Path>) -> Result<ExitStatus, DriverError> {
     let handle = Handle::parse(&p.target.handle)?;
     let Some(arch) = handle.arch else {
         return Err(DriverError::unsupported(format!(
@@ -462,7 +482,8 @@ pub async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverEr
         terminal: p.request.tty.is_some(),
         egress,
     };
-    let argv = command(&handle, arch, bwrap::args(&layout, &p.request.argv));
+    let program = programs.and_then(|dir| seccomp::program_file(dir, arch));
+    let argv = command(&handle, arch, program.as_deref(), bwrap::args(&layout, &p.request.argv));
     host.run(RunParams {
         exec_id: p.exec_id,
         argv,

@@ -14,6 +14,12 @@ use tinybox_sdk::testing::{FakeHost, Reply};
 use super::*;
 
 const WS: &str = "/home/u/proj";
+
+/// An exec whose seccomp program goes through a pipe (a box on another
+/// machine); `file_programs_*` below covers this machine's file.
+async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
+    super::exec(host, p, None).await
+}
 const EXEC_SOCKET: &str = "/run/x.sock";
 
 fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>) -> CreateParams {
@@ -153,10 +159,21 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
     a
 }
 
-/// What runs bwrap: the shell that feeds it the seccomp program on fd 3.
-fn seccomp_feeder() -> Vec<String> {
+/// The one shell every command starts in: it enters `cgroups`, then feeds
+/// the seccomp program on fd 3 to what follows.
+fn start(cgroups: &[String]) -> Vec<String> {
     let program = crate::seccomp::printf_format(&crate::seccomp::bytes(crate::seccomp::Arch::X86_64));
-    words(&["sh", "-c", SECCOMP, "tinybox-seccomp", &program, "bwrap"])
+    let mut v = words(&["sh", "-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
+    v.extend(cgroups.iter().cloned());
+    v.extend(["pipe".to_owned(), program]);
+    v
+}
+
+/// What runs bwrap in a box without limits: the start shell, then bwrap itself.
+fn seccomp_feeder() -> Vec<String> {
+    let mut v = start(&[]);
+    v.push("bwrap".into());
+    v
 }
 
 /// The host paths a bwrap command line makes visible in the box, by any bind flag.
@@ -254,9 +271,10 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
     exec(&host, exec_params(handle(WS, false, true), None)).await.unwrap();
     let run = &host.calls()[0].params;
     let fence = tinybox_sdk::fence::Fence { exceptions: vec![], resolvers: vec![SLIRP_DNS] };
-    let mut expected = words(&["sh", "-c", NETWRAP, "tinybox-netwrap"]);
+    let mut expected = start(&[]);
+    expected.extend(words(&["sh", "-c", NETWRAP, "tinybox-netwrap"]));
     expected.extend([fence.v4().head, fence.v4().tail, fence.v6()]);
-    expected.extend(seccomp_feeder());
+    expected.push("bwrap".into());
     expected.extend(boundary(false, "/workspace"));
     assert_eq!(run.argv, expected, "every flag but --unshare-net, which netwrap.sh's namespace replaces");
     assert!(NETWRAP.contains("--disable-host-loopback"), "egress never reaches the host's loopback");
@@ -274,7 +292,7 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
     fenced["fence"] = serde_json::json!(["10.254.16.2:8080"]);
     let host = FakeHost::new();
     exec(&host, exec_params(fenced.clone(), None)).await.unwrap();
-    let head = &host.calls()[0].params.argv[4];
+    let head = &host.calls()[0].params.argv[start(&[]).len() + 4];
     assert!(head.contains("-A OUTPUT -d 10.254.16.2/32 -p tcp --dport 8080 -j ACCEPT\n"), "{head}");
     fenced["fence"] = serde_json::json!(["10.0.0.1 -j ACCEPT"]);
     let err = exec(&FakeHost::new(), exec_params(fenced, None)).await.unwrap_err();
@@ -389,8 +407,13 @@ async fn a_root_caller_over_another_owner_s_workspace_runs_bwrap_as_that_owner()
     let host = FakeHost::new();
     exec(&host, exec_params(made.handle, None)).await.unwrap();
     let argv = host.argvs().remove(0);
-    assert_eq!(argv[..5], words(&["setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--"]));
-    assert_eq!(argv[5..11], seccomp_feeder()[..], "setpriv execs the feeder, which execs bwrap");
+    let head = start(&[]);
+    assert_eq!(argv[..head.len()], head[..], "the start shell opens the seccomp program as the caller");
+    assert_eq!(
+        argv[head.len()..head.len() + 6],
+        words(&["setpriv", "--reuid=1000", "--regid=1001", "--clear-groups", "--", "bwrap"]),
+        "then setpriv, which execs bwrap with descriptor 3 still open"
+    );
 }
 
 #[tokio::test]
@@ -412,10 +435,10 @@ async fn limits_make_a_cgroup_per_box_that_every_command_enters_first_and_destro
     let host = FakeHost::new();
     exec(&host, exec_params(made.handle.clone(), None)).await.unwrap();
     let argv = host.argvs().remove(0);
-    let mut head = words(&["sh", "-c", crate::cgroup::ENTER, "tinybox-cgroup", "2"]);
-    head.extend(cgroups.iter().cloned());
+    let head = start(&cgroups);
     assert_eq!(argv[..head.len()], head[..], "the cgroup is entered before anything else runs");
-    assert_eq!(argv[head.len()..head.len() + 6], seccomp_feeder()[..]);
+    assert_eq!(argv[head.len()], "bwrap", "by the one shell that feeds bwrap its seccomp program");
+    assert!(start_script().starts_with(crate::cgroup::ENTER), "the cgroups first, then the program");
     for dir in &cgroups {
         let inside = crate::cgroup::in_box(dir, false).unwrap();
         assert!(
@@ -544,6 +567,7 @@ async fn a_delegated_parent_is_where_setup_makes_the_box_cgroup_and_where_rm_loo
     exec(&host, exec_params(made.handle.clone(), None)).await.unwrap();
     let argv = host.argvs().remove(0);
     assert!(argv.windows(3).any(|w| w == words(&["--ro-bind", &dir, "/sys/fs/cgroup"])), "v2: seen at the root");
+    assert_eq!(argv[4..7], words(&["cgroup.procs", "1", &dir]), "v2 takes a whole process into cgroup.procs");
 
     let host = FakeHost::new().otherwise(Reply::ok(""));
     let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
@@ -630,4 +654,110 @@ async fn an_allowlist_box_s_command_runs_under_the_relay_with_loopback_only() {
     let err = exec(&FakeHost::new(), exec_params(h, None)).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
     assert!(err.message.contains("no egress endpoint"), "{err}");
+}
+
+/// Runs the start shell for real with `sh`: `cgroups`, the program bytes
+/// `program`, then `rest`, with `stdin` as its stdin.
+fn run_start(cgroups: &[&str], program: &[u8], rest: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
+    cmd.args(cgroups).arg("pipe").arg(crate::seccomp::printf_format(program)).args(rest);
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_start_shell_hands_the_program_on_fd_3_and_keeps_the_caller_s_stdin() {
+    // Every byte value, NUL included, as the filter's bytes are.
+    let program: Vec<u8> = (0..=255u8).collect();
+    let out = run_start(&[], &program, &["sh", "-c", "cat <&3; printf '|'; cat; exit 7"], b"the caller's stdin");
+    assert_eq!(out.status.code(), Some(7), "the command's own status: {out:?}");
+    let mut expected = program.clone();
+    expected.extend_from_slice(b"|the caller's stdin");
+    assert_eq!(out.stdout, expected);
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+#[test]
+fn the_start_shell_enters_each_cgroup_before_the_command_and_stops_at_one_it_cannot() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let paths: Vec<&str> = dirs.iter().map(|d| d.path().to_str().unwrap()).collect();
+    // The command reads what was written before it started: 0, the start
+    // shell itself (its one thread), in each directory's tasks.
+    let out = run_start(&paths, b"x", &["sh", "-c", "cat \"$1/tasks\" \"$2/tasks\"", "sh", paths[0], paths[1]], b"");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0\n0\n", "{out:?}");
+
+    let missing = dirs[0].path().join("gone");
+    let missing = missing.to_str().unwrap();
+    let marker = dirs[1].path().join("ran");
+    let out = run_start(&[missing], b"x", &["touch", marker.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().last(),
+        Some(format!("tinybox: cannot enter cgroup {missing}").as_str())
+    );
+    assert!(!marker.exists(), "nothing runs outside the box's cgroup");
+}
+
+#[test]
+fn the_start_shell_opens_a_program_file_on_fd_3_without_a_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let program: Vec<u8> = (0..=255u8).rev().collect();
+    let file = dir.path().join("p.bpf");
+    std::fs::write(&file, &program).unwrap();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &start_script(), "tinybox-start", "tasks", "0", "file", file.to_str().unwrap()]);
+    // The shell execs the command: its pid is the start shell's own.
+    cmd.args(["sh", "-c", "cat <&3; printf '|'; cat; exit 7"]);
+    let out = cmd
+        .stdin(std::fs::File::open(&file).unwrap())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let mut expected = program.clone();
+    expected.push(b'|');
+    expected.extend_from_slice(&program);
+    assert_eq!(out.stdout, expected, "fd 3 is the file, stdin the caller's");
+
+    let gone = dir.path().join("gone.bpf");
+    let out = std::process::Command::new("sh")
+        .args(["-c", &start_script(), "tinybox-start", "tasks", "0", "file", gone.to_str().unwrap(), "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let last = String::from_utf8_lossy(&out.stderr).lines().last().map(str::to_owned);
+    assert_eq!(last, Some(format!("tinybox: cannot open the box's seccomp program {}", gone.display())));
+}
+
+#[tokio::test]
+async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_by_the_start_shell() {
+    let state = tempfile::tempdir().unwrap();
+    let host = FakeHost::new();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path())).await.unwrap();
+    let argv = host.argvs().remove(0);
+    let program = crate::seccomp::bytes(crate::seccomp::Arch::X86_64);
+    let file = crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64).unwrap();
+    assert_eq!(argv[4..9], words(&["tasks", "0", "file", file.to_str().unwrap(), "bwrap"]));
+    assert_eq!(std::fs::read(&file).unwrap(), program);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // A copy that differs (damaged, or another build's) is replaced whole.
+    std::fs::write(&file, b"not the program").unwrap();
+    assert_eq!(crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64), Some(file.clone()));
+    assert_eq!(std::fs::read(&file).unwrap(), program);
+    // A directory it cannot write: the pipe, as for another machine.
+    let host = FakeHost::new();
+    let missing = state.path().join("no-such-dir");
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing)).await.unwrap();
+    assert_eq!(host.argvs().remove(0)[6], "pipe");
 }

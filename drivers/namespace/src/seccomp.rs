@@ -202,6 +202,38 @@ pub fn bytes(arch: Arch) -> Vec<u8> {
 
 /// A `printf` format that writes exactly `bytes`: every byte as an octal
 /// escape, so no `%` or `\` of the data reaches printf as itself.
+/// The program for `arch` as a file in `dir` (the driver's state directory
+/// on this machine), named by its contents and written (0600, replaced
+/// whole) when it is missing or differs; `None` when it cannot be. Boxes
+/// never see that directory (no workspace may hold the store), and the
+/// start shell opening it on fd 3 saves the pipe's two forks.
+pub fn program_file(dir: &std::path::Path, arch: Arch) -> Option<std::path::PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let program = bytes(arch);
+    let hash = blake3::hash(&program).to_hex();
+    let path = dir.join(format!("seccomp-{}-{}.bpf", arch.name(), &hash[..16]));
+    if std::fs::read(&path).ok().as_deref() == Some(&program[..]) {
+        return Some(path);
+    }
+    let tmp = dir.join(format!(".seccomp-{}.{}.tmp", arch.name(), std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&program))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    match written {
+        Ok(()) => Some(path),
+        Err(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            None
+        }
+    }
+}
+
 pub fn printf_format(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("\\{b:03o}")).collect()
 }
