@@ -206,3 +206,188 @@ impl Docker {
         running.stop_done(execs::SIGTERM);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use tinybox_sdk::model::{BoxId, ExecRequest, Resources, WorkspaceSource};
+    use tinybox_sdk::protocol::{CreateParams, ErrorCode, StdioRef};
+    use tinybox_sdk::testing::{FakeHost, Reply};
+
+    use super::*;
+    use crate::sandbox::Config;
+
+    const SOCKET: &str = "/run/once.sock";
+    const CLIENT: [&str; 4] = ["sh", "-c", argv::CLIENT_WRAPPER, "sh"];
+
+    fn params(network: NetworkPolicy, source: Option<WorkspaceSource>) -> RunOnceParams {
+        RunOnceParams {
+            create: CreateParams {
+                box_id: BoxId::new("box-3").unwrap(),
+                namespace: "ns1".into(),
+                source,
+                resources: Resources {
+                    cpus: Some(2.0),
+                    memory_bytes: Some(64 << 20),
+                    pids: Some(100),
+                    disk_bytes: None,
+                },
+                network: Some(network),
+                ports: Vec::new(),
+                env: [("BOXV".to_owned(), "box".to_owned())].into(),
+                options: Default::default(),
+                workspace_dir: None,
+                egress: None,
+                egress_exceptions: Vec::new(),
+            },
+            exec_id: "x9-1".into(),
+            request: ExecRequest::new(["printf", "%s", "-n"]),
+            stdio: StdioRef { socket: SOCKET.into() },
+        }
+    }
+
+    fn docker() -> Docker {
+        Docker::new(Config { base_image: "base:1".into() })
+    }
+
+    fn has_pair(argv: &[String], flag: &str, value: &str) -> bool {
+        argv.windows(2).any(|w| w[0] == flag && w[1] == value)
+    }
+
+    /// The helper commands the driver ran (everything but the box's run).
+    fn helpers(host: &FakeHost) -> Vec<Vec<String>> {
+        host.calls()
+            .into_iter()
+            .filter(|c| c.params.stdio.socket.as_path() != Path::new(SOCKET))
+            .map(|c| c.params.argv)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn one_docker_run_rm_makes_the_box_runs_the_command_with_the_callers_streams_and_leaves_nothing() {
+        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus::code(0)));
+        let status = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap();
+        assert_eq!(status, ExitStatus::code(0));
+        let calls = host.calls();
+        assert_eq!(calls.len(), 1, "one docker round trip: {:?}", host.argvs());
+        let run = &calls[0].params;
+        assert_eq!(run.stdio.socket, Path::new(SOCKET), "the caller's streams, passed through");
+        let a = &run.argv;
+        assert_eq!(a[..9], ["sh", "-c", argv::CLIENT_WRAPPER, "sh", "docker", "run", "--rm", "-i", "--init"]);
+        for (flag, value) in [
+            ("--name", "tinybox-ns1-box-3"),
+            ("--label", "tinybox.box=box-3"),
+            ("--label", "tinybox.namespace=ns1"),
+            ("--security-opt", "no-new-privileges"),
+            ("--cap-drop", "ALL"),
+            ("--network", "none"),
+            ("--cpus", "2"),
+            ("--memory", "67108864"),
+            ("--memory-swap", "67108864"),
+            ("--pids-limit", "100"),
+            ("--env", "BOXV=box"),
+            ("--entrypoint", "sh"),
+        ] {
+            assert!(has_pair(a, flag, value), "{flag} {value} missing from {a:?}");
+        }
+        // The image, then the exec wrapper with its marker and the argv as given.
+        let at = a.iter().position(|w| w == "base:1").unwrap();
+        assert_eq!(a[at + 1..at + 3], ["-c", argv::EXEC_WRAPPER.as_str()]);
+        assert_eq!(a[at + 3..], ["sh", "/tmp/.tinybox-exec-x9-1.pid", "printf", "%s", "-n"]);
+        assert!(!a.contains(&"-d".to_owned()) && !a.contains(&"--publish".to_owned()), "{a:?}");
+    }
+
+    #[tokio::test]
+    async fn a_bound_box_runs_as_the_directorys_owner_with_its_profile_on_fd_3_not_stdin() {
+        let host = FakeHost::new()
+            .on_prefix(&["stat"], Reply::ok("1001:1002\n"))
+            .on_prefix(&["sh", "-c", argv::ONCE_SECCOMP_WRAPPER], Reply::exit(ExitStatus::code(0)));
+        let mut p = params(NetworkPolicy::Denied, Some(WorkspaceSource::LocalDir { path: "/home/me/w".into() }));
+        p.request.cwd = Some("sub".into());
+        docker().run_once(&host, p).await.unwrap();
+        let run = host.calls().into_iter().find(|c| c.params.stdio.socket == Path::new(SOCKET)).unwrap().params;
+        let a = &run.argv;
+        assert_eq!(a[..4], ["sh", "-c", argv::ONCE_SECCOMP_WRAPPER, "sh"]);
+        assert_eq!(a[4], crate::seccomp::profile().to_string(), "the profile is the wrapper's first argument");
+        assert!(has_pair(a, "--security-opt", argv::SECCOMP_FROM_FD3) && has_pair(a, "--user", "1001:1002"), "{a:?}");
+        assert!(has_pair(a, "--workdir", "/workspace/sub"), "the command's directory, from the box's: {a:?}");
+        assert_eq!(a.iter().filter(|w| *w == "--workdir").count(), 1, "{a:?}");
+        assert!(!a.iter().any(|w| w == argv::SECCOMP_FROM_STDIN), "stdin is the command's: {a:?}");
+    }
+
+    #[tokio::test]
+    async fn what_needs_the_box_after_its_command_is_refused_before_docker_hears_of_it() {
+        let host = FakeHost::new();
+        for p in [params(NetworkPolicy::Egress, None), params(NetworkPolicy::Allowlist, None), {
+            let mut p = params(NetworkPolicy::Denied, None);
+            p.request.tty = Some(tinybox_sdk::model::TtySize { rows: 24, cols: 80 });
+            p
+        }] {
+            let err = docker().run_once(&host, p).await.unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidRequest, "{}", err.message);
+            assert!(err.message.contains("box box-3 cannot be made for one command"), "{}", err.message);
+        }
+        assert!(host.argvs().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_status_docker_may_give_itself_is_settled_by_what_is_left() {
+        // 125 and no container: the image is named when it is missing...
+        let host = FakeHost::new()
+            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Error: No such container: x"))
+            .on_prefix(&["docker", "image", "inspect"], Reply::fail(1, "Error: No such image: base:1"));
+        let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), (ErrorCode::NotFound, "image base:1 is not on the box's host"));
+        // ...and is the command's own when it is there.
+        let host = FakeHost::new()
+            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Error: No such container: x"));
+        assert_eq!(docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap(), ExitStatus::code(125));
+        // 125 with a container of the name: another store's, left alone.
+        let host = FakeHost::new()
+            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on_prefix(&["docker", "container", "inspect"], Reply::ok(r#"{"Status":"running"}"#));
+        let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
+        assert!(err.message.contains("another store uses namespace ns1"), "{}", err.message);
+        assert!(!helpers(&host).iter().any(|a| a[1] == "rm"), "{:?}", host.argvs());
+        // 255 with the box's container still there: removed, the end unknown.
+        let host = FakeHost::new()
+            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(255)))
+            .on_prefix(&["docker", "container", "inspect"], Reply::ok(r#"{"Status":"running"}"#));
+        let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unavailable, "{}", err.message);
+        assert_eq!(helpers(&host).last().unwrap(), &argv::remove("tinybox-ns1-box-3"));
+        // A daemon that cannot say: the run is unsettled, for `rm`.
+        let host = FakeHost::new()
+            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(1)))
+            .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Cannot connect to the Docker daemon"));
+        let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Interrupted, "{}", err.message);
+        // Any other status is the command's, with no second call.
+        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus::code(3)));
+        assert_eq!(docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap(), ExitStatus::code(3));
+        assert_eq!(host.calls().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_killed_client_has_its_container_stopped_and_removed_and_reads_as_a_signal() {
+        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus { code: None, signal: Some(15) }));
+        let status = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap();
+        assert_eq!(status, ExitStatus { code: None, signal: Some(15) });
+        let verbs: Vec<String> = helpers(&host).iter().map(|a| a[1].clone()).collect();
+        assert_eq!(verbs, ["stop", "rm"], "{:?}", host.argvs());
+        assert_eq!(helpers(&host)[0], argv::stop("tinybox-ns1-box-3"));
+    }
+
+    #[tokio::test]
+    async fn a_run_cancelled_before_it_starts_makes_nothing() {
+        let d = docker();
+        let host = FakeHost::new();
+        d.cancel(&host, "x9-1").await.unwrap();
+        let status = d.run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap();
+        assert_eq!(status.signal, Some(execs::SIGTERM));
+        assert!(host.argvs().is_empty(), "{:?}", host.argvs());
+    }
+}
