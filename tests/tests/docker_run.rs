@@ -66,6 +66,7 @@ fn a_run_is_one_container_with_the_callers_streams_its_status_and_nothing_left()
         .cmd(&run_args(&ns, &[], &["tr", "a-z", "A-Z"]))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(b"piped input\n").unwrap();
@@ -81,6 +82,12 @@ fn a_run_is_one_container_with_the_callers_streams_its_status_and_nothing_left()
     assert_eq!(lines[..2], ["from-cmd", "64"], "{out}");
     assert!(out.contains("CapEff:\t0000000000000000") && out.contains("NoNewPrivs:\t1"), "{out}");
     assert_eq!(lines.last(), Some(&"lo"), "the network is denied: {out}");
+    assert!(containers(&ns).is_empty(), "{:?}", containers(&ns));
+
+    // A box with ports keeps create, exec and rm: pid 1 is its keepalive.
+    let (code, out, err) = cli.run(&run_args(&ns, &["--port", "18080:80"], &["cat", "/proc/1/cmdline"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("while :; do sleep 86400; done") && !out.contains("docker-init"), "{out}");
     assert!(containers(&ns).is_empty(), "{:?}", containers(&ns));
 }
 

@@ -1,7 +1,8 @@
 //! `tinybox run` as one step: where the sandbox declares `run_once` and
 //! nothing needs the box to outlive its command (no ports, no network but
 //! a denied one, no terminal, no separate runner, no workspace to sync to
-//! another machine), the box is made, runs the command and goes in one
+//! another machine, no isolation floor: the kit's verdicts are about boxes
+//! `sandbox.create` makes), the box is made, runs the command and goes in one
 //! `sandbox.run_once` call (one `docker run --rm` for docker) instead of
 //! create, exec and destroy.
 //!
@@ -62,7 +63,11 @@ impl Tinybox {
         let caps = link.capabilities();
         let synced =
             matches!(spec.source, Some(WorkspaceSource::LocalDir { .. })) && ws.host.as_str() != crate::hosts::LOCAL;
+        // A floor relies on a verdict, and the kit probes boxes made by
+        // `sandbox.create`, not by `sandbox.run_once`: a box for untrusted
+        // code keeps the path its verdict is about.
         let plain = caps.has(&Feature::RunOnce)
+            && spec.min_isolation.is_none()
             && !spec.has_separate_runner()
             && spec.ports.is_empty()
             && request.tty.is_none()
@@ -77,9 +82,6 @@ impl Tinybox {
             return Ok(None);
         }
         gate::admit_exec(&ws.sandbox, &caps, request)?;
-        if spec.min_isolation.is_some() {
-            self.require_verified_link(&link, &spec.options).await?;
-        }
         let workspace_dir = match &spec.source {
             Some(WorkspaceSource::Snapshot { id }) => self.snapshot_workspace_dir(id)?,
             Some(WorkspaceSource::LocalDir { path }) => Some(path.clone()),
