@@ -50,7 +50,7 @@ pub async fn run_in(app: &App, id: &BoxId, plan: ExecPlan, interactive: bool, tt
 /// `run` makes for it (never on a terminal: core does not plan one then).
 pub enum Where<'a> {
     Box(&'a BoxId),
-    Once(tinybox_core::engine::OneShot),
+    Once(Box<tinybox_core::engine::OneShot>),
 }
 
 /// [`run_in`], wherever the command runs.
@@ -71,7 +71,7 @@ pub async fn run_on(app: &App, place: Where<'_>, plan: ExecPlan, interactive: bo
         Ok(prepared) => prepared,
         Err(e) => {
             if let Where::Once(shot) = place {
-                app.engine.abandon_one_shot(shot)?;
+                app.engine.abandon_one_shot(*shot)?;
             }
             return Err(Error::io("cannot prepare the command's streams", e));
         }
@@ -83,7 +83,7 @@ pub async fn run_on(app: &App, place: Where<'_>, plan: ExecPlan, interactive: bo
         None => None,
     };
     let ran = match (place, resizes) {
-        (Where::Once(shot), _) => app.engine.run_one_shot(shot, request, stdio, stop).await,
+        (Where::Once(shot), _) => app.engine.run_one_shot(*shot, request, stdio, stop).await,
         // A terminal's resizes go to the driver directly; the daemon carries none.
         (Where::Box(id), Some(resizes)) => {
             app.engine.exec_resizable(id, request, stdio, target, stop, Some(resizes)).await

@@ -38,7 +38,7 @@ impl RunCmd {
                             eprintln!("tinybox: warning: {warning}");
                         }
                     }
-                    return super::exec::run_on(app, Where::Once(shot), plan, interactive, tty).await;
+                    return super::exec::run_on(app, Where::Once(Box::new(shot)), plan, interactive, tty).await;
                 }
                 super::create::make_planned(app, create).await?
             }
