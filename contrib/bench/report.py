@@ -116,6 +116,12 @@ jsonrpsee on both ends; a real driver adds a pipe write and read each way.
 if os.path.exists(os.path.join(out, "docker-exec.json")):
     raw_exec, tb_exec = load("docker-exec.json")["results"]
     raw_create, tb_create = load("docker-create.json")["results"]
+    run_rows = ""
+    if os.path.exists(os.path.join(out, "docker-run.json")):
+        raw_run, tb_run = load("docker-run.json")["results"]
+        run_rows = f"""| `docker run --rm ... true` | {median_ms(raw_run):.1f} ms | 1.00× |
+| `tinybox run --sandbox docker -- true` | {median_ms(tb_run):.1f} ms | {tb_run['median'] / raw_run['median']:.2f}× |
+"""
     print(f"""## Docker (local host, docker sandbox)
 
 Same image (busybox), same keepalive (`sh -c 'while :; do sleep 86400; done'`),
@@ -128,11 +134,15 @@ the default limits and network. Target: at most 1.1× raw for each.
 | `tinybox exec BOX -- true` | {median_ms(tb_exec):.1f} ms | {tb_exec['median'] / raw_exec['median']:.2f}× |
 | `docker run -d ... sh -c KEEPALIVE` | {median_ms(raw_create):.1f} ms | 1.00× |
 | `tinybox create --sandbox docker` | {median_ms(tb_create):.1f} ms | {tb_create['median'] / raw_create['median']:.2f}× |
-
+{run_rows}
 One `docker exec` per `tinybox exec`, with the caller's descriptors passed
 through; the command runs under a small `sh` that records its process group
 so a cancellation can reach it inside the container. `tinybox create` is
 one `docker run -d` plus the CLI, the store and two driver handshakes.
+`tinybox run` is one `docker run --rm -i --init` with the box's flags and
+the caller's descriptors (`sandbox.run_once`, ADR 0022), plus the CLI, the
+store and two driver handshakes; the raw row is `docker run --rm` with the
+same security, network and limit flags.
 """)
 else:
     print("""## Docker

@@ -53,6 +53,8 @@ pub enum Capability {
     Fork,
     /// Running a read-only command from a stopped box's snapshot.
     SnapshotExec,
+    /// Making a box, running one command in it and removing it as one step.
+    RunOnce,
     /// Running a command on a terminal made for it.
     Terminal,
     /// An allowlist network (an egress proxy in front of a box with no other way out).
@@ -88,6 +90,7 @@ impl fmt::Display for Capability {
             Capability::Snapshot => f.write_str("snapshot"),
             Capability::Fork => f.write_str("fork"),
             Capability::SnapshotExec => f.write_str("snapshot_exec (reading a stopped box from its snapshot)"),
+            Capability::RunOnce => f.write_str("run_once (a box made for one command in one step)"),
             Capability::Terminal => f.write_str("a terminal (run the command without one)"),
             Capability::NetworkAllowlist => {
                 f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")

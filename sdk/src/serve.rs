@@ -18,8 +18,8 @@ use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId, TtySize};
 use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
-    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotExecParams,
-    SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method, version,
+    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult,
+    SnapshotExecParams, SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method, version,
 };
 
 /// Who a driver is, as its handshake says.
@@ -88,6 +88,12 @@ pub trait SandboxDriver: Send + Sync + 'static {
     /// unsupported.
     async fn snapshot_exec(&self, _host: &HostHandle, _params: SnapshotExecParams) -> Result<ExitStatus, DriverError> {
         Err(DriverError::unsupported("this sandbox runs nothing from a snapshot"))
+    }
+    /// Makes a box, runs one command in it and removes it, as one step
+    /// (`RunOnceParams`). A driver declaring `run_once` implements it; the
+    /// default answers unsupported.
+    async fn run_once(&self, _host: &HostHandle, _params: RunOnceParams) -> Result<ExitStatus, DriverError> {
+        Err(DriverError::unsupported("this sandbox makes no box for one command"))
     }
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
@@ -318,6 +324,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: SnapshotExecParams = parse(&params)?;
             ok(s.driver.snapshot_exec(&s.host, p).await.map(|status| RunResult { status }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_RUN_ONCE, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: RunOnceParams = parse(&params)?;
+            ok(s.driver.run_once(&s.host, p).await.map(|status| RunResult { status }))
         })
         .expect("unique method");
     module

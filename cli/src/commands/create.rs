@@ -28,11 +28,7 @@ impl CreateCmd {
 /// and says on stderr what was chosen and what to watch for.
 pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result<Created, Error> {
     let created = match &args.pool {
-        None => {
-            let plan = super::plan(app, args, env).await?;
-            let what = format!("creating a box on {}/{}", plan.spec.workspace.host, plan.spec.workspace.sandbox);
-            crate::progress::spin(app.json, what, app.engine.create_planned(plan)).await?
-        }
+        None => return make_planned(app, super::plan(app, args, env).await?).await,
         Some(_) => {
             let request = args.request(env)?;
             let created =
@@ -51,12 +47,24 @@ pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result
             created
         }
     };
+    warn(app, &created);
+    Ok(created)
+}
+
+/// Makes the box `plan` describes (no pool), saying what to watch for.
+pub async fn make_planned(app: &App, plan: tinybox_core::CreatePlan) -> Result<Created, Error> {
+    let what = format!("creating a box on {}/{}", plan.spec.workspace.host, plan.spec.workspace.sandbox);
+    let created = crate::progress::spin(app.json, what, app.engine.create_planned(plan)).await?;
+    warn(app, &created);
+    Ok(created)
+}
+
+fn warn(app: &App, created: &Created) {
     if !app.json {
         for warning in &created.warnings {
             eprintln!("tinybox: warning: {warning}");
         }
     }
-    Ok(created)
 }
 
 fn pool_note(app: &App, outcome: &PoolOutcome) -> String {

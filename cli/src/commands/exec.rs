@@ -43,6 +43,18 @@ impl ExecCmd {
 /// status to leave with: the command's own, 130 when interrupted, 143 when
 /// terminated, 124 when it timed out.
 pub async fn run_in(app: &App, id: &BoxId, plan: ExecPlan, interactive: bool, tty: bool) -> Result<u8, Error> {
+    run_on(app, Where::Box(id), plan, interactive, tty).await
+}
+
+/// Where a command runs: in a box that exists, or in the box a one-step
+/// `run` makes for it (never on a terminal: core does not plan one then).
+pub enum Where<'a> {
+    Box(&'a BoxId),
+    Once(Box<tinybox_core::engine::OneShot>),
+}
+
+/// [`run_in`], wherever the command runs.
+pub async fn run_on(app: &App, place: Where<'_>, plan: ExecPlan, interactive: bool, tty: bool) -> Result<u8, Error> {
     let ExecPlan { mut request, target, timeout, .. } = plan;
     let terminal = match tty {
         true => Some(Terminal::on_stdin().map_err(|e| Error::io("-t runs the command on a terminal", e))?),
@@ -55,18 +67,28 @@ pub async fn run_in(app: &App, id: &BoxId, plan: ExecPlan, interactive: bool, tt
         }
         None => None,
     };
-    let (stdio, pumps) =
-        crate::stdio::command_stdio(interactive).map_err(|e| Error::io("cannot prepare the command's streams", e))?;
+    let (stdio, pumps) = match crate::stdio::command_stdio(interactive) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            if let Where::Once(shot) = place {
+                app.engine.abandon_one_shot(*shot)?;
+            }
+            return Err(Error::io("cannot prepare the command's streams", e));
+        }
+    };
     let reason = Arc::new(Mutex::new(None));
     let stop = stop_signal(timeout, reason.clone(), tty);
     let raw = match &terminal {
         Some(t) => Some(t.raw().map_err(|e| Error::io("cannot put the terminal in raw mode", e))?),
         None => None,
     };
-    let ran = match resizes {
+    let ran = match (place, resizes) {
+        (Where::Once(shot), _) => app.engine.run_one_shot(*shot, request, stdio, stop).await,
         // A terminal's resizes go to the driver directly; the daemon carries none.
-        Some(_) => app.engine.exec_resizable(id, request, stdio, target, stop, resizes).await,
-        None => run_through_daemon_or_here(app, id, request, stdio, target, stop).await,
+        (Where::Box(id), Some(resizes)) => {
+            app.engine.exec_resizable(id, request, stdio, target, stop, Some(resizes)).await
+        }
+        (Where::Box(id), None) => run_through_daemon_or_here(app, id, request, stdio, target, stop).await,
     };
     // The command's output reaches the caller before anything tinybox says,
     // and before the terminal's modes change back.

@@ -17,8 +17,8 @@ use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, Feature, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
     BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, ResizeParams, Role, RunParams, RunResult, SnapshotExecParams, SnapshotResult, SnapshotRmParams,
-    SnapshotSweepParams, SnapshotSweepResult, method,
+    InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult, SnapshotExecParams, SnapshotResult,
+    SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -213,6 +213,19 @@ impl SandboxLink {
                 Ok(r.status)
             }
             _ => Err(Error::unsupported(&self.name(), crate::error::Capability::SnapshotExec)),
+        }
+    }
+
+    /// Makes a box, runs one command in it and removes it, for a sandbox
+    /// declaring `run_once` (core checks before this is called). Unbounded
+    /// like an exec.
+    pub async fn run_once(&self, params: RunOnceParams) -> Result<ExitStatus> {
+        match self {
+            SandboxLink::Driver { conn, .. } if self.capabilities().has(&Feature::RunOnce) => {
+                let r: RunResult = conn.call_unbounded(method::SANDBOX_RUN_ONCE, params).await?;
+                Ok(r.status)
+            }
+            _ => Err(Error::unsupported(&self.name(), crate::error::Capability::RunOnce)),
         }
     }
 

@@ -111,7 +111,7 @@ impl Tinybox {
         }
     }
 
-    fn hosts_still_known(&self, spec: &BoxSpec) -> Result<()> {
+    pub(super) fn hosts_still_known(&self, spec: &BoxSpec) -> Result<()> {
         let Some(dir) = self.store_dir.as_deref() else { return Ok(()) };
         let table = crate::store::HostStore::open(dir)?.table()?;
         for host in [&spec.workspace.host, &spec.runner.host] {

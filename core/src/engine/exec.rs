@@ -9,6 +9,7 @@ use tinybox_sdk::protocol::{BoxRef, ExecParams};
 use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
 use super::Tinybox;
+use crate::driver::SandboxLink;
 use crate::error::{Error, Result};
 
 /// Which of a box's instances runs the command.
@@ -92,27 +93,33 @@ impl Tinybox {
                 }
                 None => resizes = None,
             },
-            () = &mut cancel => {
-                link.cancel(&exec_id).await?;
-                // A driver that acknowledges the cancel but never ends the run
-                // must not hold the caller forever.
-                let deadline = self.drivers.config().timeouts.cancel;
-                match tokio::time::timeout(deadline, &mut run).await {
-                    Ok(status) => break ExecOutcome { status: status?, cancelled: true },
-                    Err(_) => {
-                        return Err(Error::DriverTimeout {
-                            driver: link.name().to_string(),
-                            what: "the end of a cancelled command".into(),
-                            after: deadline,
-                            stderr_tail: link.connection().map(|c| c.stderr_tail()).unwrap_or_default(),
-                        });
-                    }
-                }
-            }
+            () = &mut cancel => break self.end_cancelled(&link, &exec_id, &mut run).await?,
             }
         };
         drop(server);
         Ok(outcome)
+    }
+
+    /// Cancels exec `exec_id` and waits for `run`, its call, to answer: a
+    /// driver that acknowledges the cancel but never ends the run must not
+    /// hold the caller forever.
+    pub(super) async fn end_cancelled(
+        &self,
+        link: &SandboxLink,
+        exec_id: &str,
+        run: &mut (impl Future<Output = Result<ExitStatus>> + Unpin),
+    ) -> Result<ExecOutcome> {
+        link.cancel(exec_id).await?;
+        let deadline = self.drivers.config().timeouts.cancel;
+        match tokio::time::timeout(deadline, run).await {
+            Ok(status) => Ok(ExecOutcome { status: status?, cancelled: true }),
+            Err(_) => Err(Error::DriverTimeout {
+                driver: link.name().to_string(),
+                what: "the end of a cancelled command".into(),
+                after: deadline,
+                stderr_tail: link.connection().map(|c| c.stderr_tail()).unwrap_or_default(),
+            }),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod lifecycle;
 mod pools;
 mod prune;
 mod remove;
+mod run_once;
 mod snapshot;
 mod stopped;
 mod sync;
@@ -35,6 +36,7 @@ pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
 pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolOutcome, PoolView};
 pub use prune::{KeptBy, PruneOutcome, PruneResult, SnapshotListing};
 pub use remove::{ReapOutcome, RemoveFailure, Removed};
+pub use run_once::OneShot;
 pub use sync::{Observer, SyncEvent};
 
 use crate::clock::{Clock, SystemClock};

@@ -137,7 +137,75 @@ pub fn container_name(namespace: &str, box_id: &str) -> String {
 
 /// `docker run -d ...`: a detached, hardened container held open by [`KEEPALIVE`].
 pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
-    let mut a = docker(&["run", "-d", "--name", spec.container]);
+    let mut a = docker(&["run", "-d"]);
+    a.extend(box_flags(spec, None, SECCOMP_FROM_STDIN));
+    let keepalive = ["sh", "-c", KEEPALIVE].map(String::from);
+    match &spec.egress {
+        None => {
+            a.extend(["--entrypoint".into(), "sh".into(), spec.image.into()]);
+            a.extend(keepalive.into_iter().skip(1));
+        }
+        Some(egress) => {
+            // The keepalive runs under the relay, which binds 127.0.0.1:PORT
+            // first; every `docker exec` shares the container's network
+            // namespace, so each command reaches it there.
+            a.extend(["--mount".into(), bind_mount(&egress.relay.to_string_lossy(), RELAY_IN_BOX, true)]);
+            a.extend(["--mount".into(), bind_mount(&egress.proxy_dir.to_string_lossy(), PROXY_DIR_IN_BOX, true)]);
+            a.extend(["--entrypoint".into(), RELAY_IN_BOX.into(), spec.image.into()]);
+            a.extend(egress.endpoint.relay_argv(RELAY_IN_BOX, PROXY_IN_BOX, &keepalive).into_iter().skip(1));
+        }
+    }
+    a
+}
+
+/// Where a one-step run's client wrapper hands the docker CLI a bound
+/// box's seccomp profile: its stdin is the command's, so the profile comes
+/// on descriptor 3, from a here-document of its client wrapper.
+pub const SECCOMP_FROM_FD3: &str = "seccomp=/dev/fd/3";
+
+/// `docker run --rm -i --init ...` of one command in a box made for it
+/// (`sandbox.run_once`), under [`CLIENT_WRAPPER`] (a killed client shows
+/// as a signal): the box's hardening, limits and network as [`run`] gives
+/// them, the command under [`EXEC_WRAPPER`] with its marker, docker's
+/// init as pid 1 (a signal the client proxies, or `docker stop`, reaches
+/// the command, and the container ends with it), streams passed through.
+/// `seccomp`: a bound box's profile, which the wrapper hands over.
+pub fn run_once(
+    spec: &RunSpec<'_>,
+    cwd: Option<&str>,
+    env: &BTreeMap<String, String>,
+    marker: &str,
+    argv: &[String],
+    seccomp: Option<&str>,
+) -> Vec<String> {
+    let mut a: Vec<String> = match seccomp {
+        None => ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into(),
+        Some(profile) => ["sh", "-c", ONCE_SECCOMP_WRAPPER, "sh", profile].map(String::from).into(),
+    };
+    a.extend(docker(&["run", "--rm", "-i", "--init"]));
+    a.extend(box_flags(spec, cwd, SECCOMP_FROM_FD3));
+    for (k, v) in env {
+        a.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    a.extend(["--entrypoint".into(), "sh".into(), spec.image.into()]);
+    a.extend(["-c", EXEC_WRAPPER.as_str(), "sh", marker].map(String::from));
+    a.extend(argv.iter().cloned());
+    a
+}
+
+/// [`CLIENT_WRAPPER`] for a one-step run of a bound box: `$1` is the
+/// seccomp profile, fed to the client on descriptor 3 by a here-document
+/// (the expansion of `$p` in it is not scanned again, and the profile,
+/// ours, has no line equal to the delimiter).
+pub(crate) const ONCE_SECCOMP_WRAPPER: &str =
+    "p=$1; shift\n\"$@\" 3<<TINYBOX_SECCOMP_END\n$p\nTINYBOX_SECCOMP_END\nexit $?";
+
+/// The flags every box's container gets from its spec: its name and
+/// labels, the hardening, the network, the limits, the ports, a bound
+/// workspace (its owner, the seccomp profile at `seccomp`, the bind, the
+/// directory commands start in unless `workdir` names another) and the pull.
+fn box_flags(spec: &RunSpec<'_>, workdir: Option<&str>, seccomp: &str) -> Vec<String> {
+    let mut a: Vec<String> = vec!["--name".into(), spec.container.into()];
     a.extend(["--label".into(), format!("tinybox.box={}", spec.box_id)]);
     a.extend(["--label".into(), format!("tinybox.namespace={}", spec.namespace)]);
     // Hardening that costs nothing: no privilege gain through setuid
@@ -170,28 +238,17 @@ pub fn run(spec: &RunSpec<'_>) -> Vec<String> {
         // What the box writes lands on the host as the directory's owner,
         // and the profile (on stdin) refuses setuid and setgid bits: a
         // process may set them on its own files without any capability.
-        a.extend(["--user".into(), owner.into(), "--security-opt".into(), SECCOMP_FROM_STDIN.into()]);
+        a.extend(["--user".into(), owner.into(), "--security-opt".into(), seccomp.into()]);
         let bind = bind_mount(&dir.to_string_lossy(), WORKSPACE, false);
-        a.extend(["--mount".into(), bind, "--workdir".into(), WORKSPACE.into()]);
+        a.extend(["--mount".into(), bind]);
+    }
+    match (workdir, spec.workspace) {
+        (Some(dir), _) => a.extend(["--workdir".into(), dir.into()]),
+        (None, Some(_)) => a.extend(["--workdir".into(), WORKSPACE.into()]),
+        (None, None) => {}
     }
     if spec.local_only {
         a.extend(["--pull".into(), "never".into()]);
-    }
-    let keepalive = ["sh", "-c", KEEPALIVE].map(String::from);
-    match &spec.egress {
-        None => {
-            a.extend(["--entrypoint".into(), "sh".into(), spec.image.into()]);
-            a.extend(keepalive.into_iter().skip(1));
-        }
-        Some(egress) => {
-            // The keepalive runs under the relay, which binds 127.0.0.1:PORT
-            // first; every `docker exec` shares the container's network
-            // namespace, so each command reaches it there.
-            a.extend(["--mount".into(), bind_mount(&egress.relay.to_string_lossy(), RELAY_IN_BOX, true)]);
-            a.extend(["--mount".into(), bind_mount(&egress.proxy_dir.to_string_lossy(), PROXY_DIR_IN_BOX, true)]);
-            a.extend(["--entrypoint".into(), RELAY_IN_BOX.into(), spec.image.into()]);
-            a.extend(egress.endpoint.relay_argv(RELAY_IN_BOX, PROXY_IN_BOX, &keepalive).into_iter().skip(1));
-        }
     }
     a
 }
@@ -275,6 +332,16 @@ fn marker_pattern(marker: &str) -> String {
 /// Stops the command whose wrapper carries `marker`.
 pub fn cancel(container: &str, marker: &str) -> Vec<String> {
     docker(&["exec", container, "sh", "-c", CANCEL_SCRIPT, "sh", &marker_pattern(marker)])
+}
+
+/// `docker stop` with the exec path's grace: SIGTERM, SIGKILL 2 s later.
+pub fn stop(container: &str) -> Vec<String> {
+    docker(&["stop", "--time", "2", container])
+}
+
+/// Whether an image is on the host (its id, or "No such image").
+pub fn image_exists(image: &str) -> Vec<String> {
+    docker(&["image", "inspect", "--format", "{{.Id}}", image])
 }
 
 /// The container's state as JSON.

@@ -72,7 +72,9 @@ impl Docker {
     ) -> Result<bool, DriverError> {
         let remove = async || -> Result<bool, DriverError> {
             let done = host.capture(argv::remove(name)).await?;
-            if done.success() {
+            // A removal already under way (a one-step run's `--rm` as its
+            // command ends) is one: the claim below waits until it is done.
+            if done.success() || failure::cause(&done) == Cause::RemovalInProgress {
                 Ok(true)
             } else if failure::cause(&done) == Cause::NoSuchContainer {
                 Ok(false)

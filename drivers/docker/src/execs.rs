@@ -18,6 +18,9 @@ pub struct Running {
     pub container: String,
     /// The marker in the command's wrapper's arguments, inside the container.
     pub marker: String,
+    /// A one-step run (`sandbox.run_once`): the container is the command's
+    /// own, and stopping it stops the command.
+    pub once: bool,
     stopping: AtomicBool,
     /// The signal that ended the command, once its stop is over.
     stopped_by: watch::Sender<Option<i32>>,
@@ -66,6 +69,15 @@ pub struct Execs {
 impl Execs {
     /// Records an exec about to run; `None` when it was cancelled already.
     pub fn start(&self, exec_id: &str, container: &str, marker: &str) -> Option<Arc<Running>> {
+        self.start_as(exec_id, container, marker, false)
+    }
+
+    /// Records a one-step run about to start; `None` when it was cancelled already.
+    pub fn start_once(&self, exec_id: &str, container: &str) -> Option<Arc<Running>> {
+        self.start_as(exec_id, container, "", true)
+    }
+
+    fn start_as(&self, exec_id: &str, container: &str, marker: &str, once: bool) -> Option<Arc<Running>> {
         let mut t = self.table.lock().expect("exec table");
         if t.cancelled.remove(exec_id) {
             return None;
@@ -73,6 +85,7 @@ impl Execs {
         let running = Arc::new(Running {
             container: container.to_owned(),
             marker: marker.to_owned(),
+            once,
             stopping: AtomicBool::new(false),
             stopped_by: watch::Sender::new(None),
         });

@@ -16,6 +16,9 @@
 //! `egress_fence`: an egress box joins a network namespace fenced before
 //! it starts (`fence.rs`, ADR 0021).
 //!
+//! `tinybox run` of a box nothing needs after its command is one `docker
+//! run --rm` (`run_once`, run_once.rs).
+//!
 //! A stopped box is read from its newest snapshot (`snapshot_exec`, in
 //! from_snapshot.rs): a short-lived read-only container from that image.
 //!
@@ -31,6 +34,7 @@ mod fence;
 mod from_snapshot;
 mod host;
 mod relay;
+mod run_once;
 mod sandbox;
 mod seccomp;
 mod state;
@@ -40,8 +44,8 @@ use tinybox_sdk::model::{
     ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind,
 };
 use tinybox_sdk::protocol::{
-    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotExecParams,
-    SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult,
+    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, RunOnceParams,
+    SnapshotExecParams, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult,
 };
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -87,6 +91,7 @@ fn capabilities(local: bool, fenced: bool) -> SandboxCapabilities {
         Feature::Terminal,
         Feature::SnapshotSweep,
         Feature::SnapshotExec,
+        Feature::RunOnce,
     ]
     .into();
     if local {
@@ -227,6 +232,10 @@ impl SandboxDriver for DockerSandbox {
 
     async fn snapshot_exec(&self, host: &HostHandle, params: SnapshotExecParams) -> Result<ExitStatus, DriverError> {
         from_snapshot::snapshot_exec(host, params).await
+    }
+
+    async fn run_once(&self, host: &HostHandle, params: RunOnceParams) -> Result<ExitStatus, DriverError> {
+        self.docker.run_once(host, params).await
     }
 
     async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

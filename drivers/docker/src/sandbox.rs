@@ -95,9 +95,21 @@ impl Handle {
     }
 }
 
+/// What a box's container is made from ([`Docker::resolve`]).
+pub(crate) struct Resolved {
+    pub container: String,
+    pub image: String,
+    /// The host directory bound at /workspace.
+    pub workspace: Option<std::path::PathBuf>,
+    /// The `uid:gid` owning it, which the box runs as.
+    pub owner: Option<String>,
+    /// Never pull (a snapshot is on the host or nowhere).
+    pub local_only: bool,
+}
+
 pub struct Docker {
     pub(crate) config: Config,
-    execs: Execs,
+    pub(crate) execs: Execs,
 }
 
 impl Docker {
@@ -119,6 +131,14 @@ impl Docker {
         p: CreateParams,
         relay: Option<&Path>,
     ) -> Result<CreateResult, DriverError> {
+        let resolved = self.resolve(host, &p).await?;
+        self.create_resolved(host, p, relay, resolved).await
+    }
+
+    /// What a box's container is made from: its name, its image, the
+    /// workspace it binds and the owner it runs as, and whether the image
+    /// must already be on the host.
+    pub(crate) async fn resolve(&self, host: &dyn Host, p: &CreateParams) -> Result<Resolved, DriverError> {
         if let Some(pids) = p.resources.pids.filter(|n| *n < MIN_PIDS) {
             return Err(DriverError::invalid(format!(
                 "a pids limit of {pids} is below the {MIN_PIDS} a docker box needs (its keepalive loop takes 2, \
@@ -154,6 +174,17 @@ impl Docker {
         if image.starts_with('-') || image.is_empty() {
             return Err(DriverError::invalid(format!("image reference {image:?} is not an image name")));
         }
+        Ok(Resolved { container, image, workspace, owner, local_only })
+    }
+
+    /// Makes the box's container from what [`Docker::resolve`] found.
+    async fn create_resolved(
+        &self,
+        host: &dyn Host,
+        p: CreateParams,
+        relay: Option<&Path>,
+        Resolved { container, image, workspace, owner, local_only }: Resolved,
+    ) -> Result<CreateResult, DriverError> {
         // With the network denied there is nowhere for a published port to
         // lead (and docker refuses the pair): the denial wins.
         let network = p.network.unwrap_or(NetworkPolicy::Denied);
@@ -584,7 +615,10 @@ impl Docker {
     /// and records how it ended. Best effort: a container that has gone, or
     /// a host that cannot be reached, took the command with it or left
     /// nothing this driver can do; either way the stop is over.
-    async fn stop(&self, host: &dyn Host, running: &Running) {
+    pub(crate) async fn stop(&self, host: &dyn Host, running: &Running) {
+        if running.once {
+            return self.stop_once(host, running).await;
+        }
         let said = host.capture(argv::cancel(&running.container, &running.marker)).await;
         running.stop_done(argv::stopped_by(&said.map(|c| c.stdout_text()).unwrap_or_default()));
     }

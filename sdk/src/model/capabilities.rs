@@ -86,6 +86,14 @@ pub enum Feature {
     /// rules in [`crate::fence`]). Core admits plain egress on a sandbox
     /// that confines the network only where this is declared.
     EgressFence,
+    /// `sandbox.run_once` makes a box, runs one command in it with the
+    /// caller's streams and removes it, as one step: when it answers,
+    /// nothing it made remains; a run interrupted before it answered is
+    /// found by `sandbox.destroy` of the interrupted box, as a create is.
+    /// A sandbox declaring it never makes such a box below its declared
+    /// isolation. Core uses it for `tinybox run` where nothing needs the
+    /// box to outlive its command.
+    RunOnce,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -102,6 +110,7 @@ impl fmt::Display for Feature {
             Feature::NetworkAllowlist => f.write_str("network_allowlist"),
             Feature::SnapshotExec => f.write_str("snapshot_exec"),
             Feature::EgressFence => f.write_str("egress_fence"),
+            Feature::RunOnce => f.write_str("run_once"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }

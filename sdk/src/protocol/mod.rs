@@ -35,6 +35,7 @@ pub mod method {
     pub const SANDBOX_SNAPSHOT_RM: &str = "sandbox.snapshot_rm";
     pub const SANDBOX_SNAPSHOT_SWEEP: &str = "sandbox.snapshot_sweep";
     pub const SANDBOX_SNAPSHOT_EXEC: &str = "sandbox.snapshot_exec";
+    pub const SANDBOX_RUN_ONCE: &str = "sandbox.run_once";
 }
 
 /// Whether a driver is a host (reach) or a sandbox (confinement).
@@ -350,6 +351,24 @@ pub struct SnapshotExecParams {
     pub namespace: String,
     pub box_id: BoxId,
     pub snapshot: SnapshotId,
+    pub exec_id: String,
+    pub request: ExecRequest,
+    pub stdio: StdioRef,
+}
+
+/// `sandbox.run_once`: make box `create.box_id` as `sandbox.create` would,
+/// run `request` in it with the streams behind `stdio`, and remove it, as
+/// one step (`Feature::RunOnce`). Core sends it only to a sandbox declaring
+/// `run_once`, for a box with no ports, a network of `denied` (or none)
+/// and a request without a terminal, with `create` admitted exactly as a
+/// create's would be; the box's record is reserved (phase `creating`)
+/// before it is sent. The answer is a `RunResult`, as for `sandbox.exec`,
+/// and comes once nothing the run made remains; `cancel` with `exec_id`
+/// stops it. A run that never answered is removed as an interrupted create
+/// is: `sandbox.destroy` with `BoxRef::interrupted`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOnceParams {
+    pub create: CreateParams,
     pub exec_id: String,
     pub request: ExecRequest,
     pub stdio: StdioRef,

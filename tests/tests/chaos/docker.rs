@@ -1,6 +1,6 @@
 //! Docker boxes interrupted: `tinybox` killed during create (also with
-//! egress, whose fence makes two containers first), rm, snapshot,
-//! fork, stop and resume, and the docker driver killed mid-call, on the
+//! egress, whose fence makes two containers first), rm, a one-step run
+//! (`tinybox run`, one `docker run --rm`), snapshot, fork, stop and resume, and the docker driver killed mid-call, on the
 //! shared daemon in a namespace of the test's own (so the counts are its
 //! containers and snapshot images alone).
 
@@ -121,6 +121,11 @@ fn operation(name: &'static str) -> Operation<Docker> {
         // Egress: the fence's holder and fence container come first (ADR 0021).
         "create-egress" => Box::new(|d| d.create_args(&["--network", "egress"])),
         "rm" => Box::new(|d| vec!["rm".into(), d.create(&[])]),
+        // One `docker run --rm` (sandbox.run_once, ADR 0023): the record is
+        // `creating` while it runs.
+        "run" => Box::new(|d| {
+            ["run", "--sandbox", "docker", "--namespace", &d.ns.name, "--", "sleep", "0.2"].map(String::from).into()
+        }),
         "snapshot" => Box::new(|d| vec!["snapshot".into(), d.create(&[])]),
         "fork" => Box::new(|d| vec!["fork".into(), d.create(&[])]),
         "stop" => Box::new(|d| vec!["stop".into(), d.create(&["--persistent"])]),
@@ -139,7 +144,7 @@ fn operation(name: &'static str) -> Operation<Docker> {
 /// other sandboxes.
 fn points(op: &str) -> usize {
     match op {
-        "create" | "rm" => 12,
+        "create" | "rm" | "run" => 12,
         "create-egress" => 12,
         _ => 20,
     }
@@ -166,6 +171,11 @@ fn cli_killed_during_an_egress_create() {
 #[test]
 fn cli_killed_during_rm() {
     cli_killed_during("rm");
+}
+
+#[test]
+fn cli_killed_during_a_one_step_run() {
+    cli_killed_during("run");
 }
 
 #[test]
