@@ -5,7 +5,10 @@
 //! replaced driver has another digest, so a verdict never outlives the
 //! binary it was earned by, and a verdict earned with one set of options
 //! never replaces another's. The declaration the kit checked is kept
-//! inside, for `crate::trust` to compare.
+//! inside, for `crate::trust` to compare. A binary's digest is remembered
+//! in `<store>/verified/digests/` with the file's identity (device, inode,
+//! size, mtime, ctime) and used while that identity holds, as git's index
+//! does, so a create does not read its driver whole again.
 //!
 //! Earlier builds kept one file per binary, `<store>/verified/<digest>.json`.
 //! Such a file is still read, as the verdict for the options it records
@@ -14,6 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +73,94 @@ pub fn digest(path: &Path) -> Option<String> {
     Some(blake3::hash(&bytes).to_hex().to_string())
 }
 
+/// How long a binary must have been left alone before its digest is
+/// remembered: a file changed within the filesystem's timestamp
+/// granularity of its hashing could keep the identity it was hashed with
+/// ("racily clean", as git's index calls it).
+const SETTLED: Duration = Duration::from_secs(2);
+
+/// What names one version of a file without reading it: a write, a
+/// truncation, a chmod or a rename over it changes one of these (ctime no
+/// caller can set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Its last change is at least [`SETTLED`] before `now`.
+    fn settled(&self, now: SystemTime) -> bool {
+        let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
+        self.ctime_ns.max(self.mtime_ns) + SETTLED.as_nanos() as i128 <= now
+    }
+}
+
+/// One remembered digest: the file it is of, as it was when hashed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Remembered {
+    path: PathBuf,
+    identity: Identity,
+    digest: String,
+}
+
+fn remembered_file(store: &Path, path: &Path) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let key = blake3::hash(path.as_os_str().as_bytes()).to_hex();
+    dir(store).join("digests").join(format!("{}.json", &key[..32]))
+}
+
+/// [`digest`], without reading the binary again while its identity is the
+/// one it had when the store last hashed it: every create looks its
+/// sandbox's verdict up, and a driver binary is tens of megabytes. With
+/// `remember`, a settled binary's digest is kept (best effort: a store
+/// that cannot be written just hashes again next time).
+pub fn digest_in(store: &Path, path: &Path, remember: bool) -> Option<String> {
+    digest_at(store, path, remember, SystemTime::now())
+}
+
+fn digest_at(store: &Path, path: &Path, remember: bool, now: SystemTime) -> Option<String> {
+    let identity = Identity::of(&std::fs::metadata(path).ok()?);
+    let file = remembered_file(store, path);
+    if let Some(r) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
+        && r.path == path
+        && r.identity == identity
+    {
+        return Some(r.digest);
+    }
+    let digest = digest(path)?;
+    // Unchanged while it was read, and not changed just now.
+    let after = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
+    if remember && after.as_ref() == Some(&identity) && identity.settled(now) {
+        let r = Remembered { path: path.to_owned(), identity, digest: digest.clone() };
+        let _ = write_atomically(&file, &serde_json::to_vec(&r).unwrap_or_default());
+    }
+    Some(digest)
+}
+
+fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = file.parent().expect("a file in the store");
+    std::fs::create_dir_all(parent)?;
+    let tmp = parent.join(format!(".{}.{}", std::process::id(), file.file_name().unwrap_or_default().display()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(tmp, file)
+}
+
 /// Records `verdict` under the digest and the create options it carries,
 /// replacing only an earlier verdict for the same binary and options.
 pub fn save(store: &Path, verdict: &Verdict) -> std::io::Result<()> {
@@ -83,7 +175,7 @@ pub fn save(store: &Path, verdict: &Verdict) -> std::io::Result<()> {
 /// The recorded verdict for the driver binary at `path` and boxes made with
 /// `options`, if any.
 pub fn load(store: &Path, path: &Path, options: &BTreeMap<String, String>) -> Option<Verdict> {
-    let digest = digest(path)?;
+    let digest = digest_in(store, path, true)?;
     let keyed = dir(store).join(&digest).join(format!("{}.json", options_key(options)));
     [keyed, legacy_file(store, &digest)]
         .iter()
@@ -94,7 +186,8 @@ pub fn load(store: &Path, path: &Path, options: &BTreeMap<String, String>) -> Op
 /// Every recorded verdict for the driver binary at `path`, one per set of
 /// create options, default options first.
 pub fn load_all(store: &Path, path: &Path) -> Vec<Verdict> {
-    let Some(digest) = digest(path) else { return Vec::new() };
+    // A listing only reads: it remembers nothing.
+    let Some(digest) = digest_in(store, path, false) else { return Vec::new() };
     let mut found: Vec<Verdict> = std::fs::read_dir(dir(store).join(&digest))
         .into_iter()
         .flatten()
@@ -120,6 +213,36 @@ fn read(file: &Path, digest: &str) -> Option<Verdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_settled_binarys_digest_is_remembered_until_it_changes() {
+        let store = tempfile::tempdir().unwrap();
+        let bin = store.path().join("tinybox-driver-x");
+        std::fs::write(&bin, b"one build").unwrap();
+        let later = SystemTime::now() + Duration::from_secs(60);
+        let first = digest(&bin).unwrap();
+        // Just written: not settled, so nothing is remembered.
+        assert_eq!(digest_at(store.path(), &bin, true, SystemTime::now()).as_deref(), Some(first.as_str()));
+        assert!(!remembered_file(store.path(), &bin).exists(), "a racily clean binary was remembered");
+        // Settled: remembered, and then served without reading the binary.
+        assert_eq!(digest_at(store.path(), &bin, true, later).as_deref(), Some(first.as_str()));
+        let file = remembered_file(store.path(), &bin);
+        let mut r: Remembered = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        r.digest = "what the store remembers".into();
+        std::fs::write(&file, serde_json::to_vec(&r).unwrap()).unwrap();
+        assert_eq!(digest_at(store.path(), &bin, false, later).as_deref(), Some("what the store remembers"));
+        // Any change to the file (same size, same mtime even) is a new identity: hashed again.
+        let mtime = std::fs::metadata(&bin).unwrap().modified().unwrap();
+        std::fs::write(&bin, b"two build").unwrap();
+        std::fs::File::options().write(true).open(&bin).unwrap().set_modified(mtime).unwrap();
+        let second = digest(&bin).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(digest_at(store.path(), &bin, false, later).as_deref(), Some(second.as_str()));
+        // A file another path's digest was remembered for is not taken for it.
+        let other = store.path().join("tinybox-driver-y");
+        std::fs::write(&other, b"one build").unwrap();
+        assert_eq!(digest_at(store.path(), &other, false, later), digest(&other));
+    }
 
     fn verdict(bin: &Path, options: &[(&str, &str)], passed: bool) -> Verdict {
         Verdict {
