@@ -118,7 +118,11 @@ impl Frame {
     pub fn decode(h: [u8; HEADER], payload: Vec<u8>) -> io::Result<Frame> {
         let id = u32::from_le_bytes([h[1], h[2], h[3], h[4]]);
         let exact = |n: usize| {
-            if payload.len() == n { Ok(()) } else { Err(bad(format!("egress frame {:?} needs {n} bytes", h[0] as char))) }
+            if payload.len() == n {
+                Ok(())
+            } else {
+                Err(bad(format!("egress frame {:?} needs {n} bytes", h[0] as char)))
+            }
         };
         Ok(match h[0] {
             b'i' => Frame::Idle,
