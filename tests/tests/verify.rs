@@ -437,6 +437,10 @@ fn declared_claims(v: &Value) -> Vec<String> {
     }
     add(has("features", "egress_fence"), "network.egress_fence.host_unreachable");
     add(has("features", "egress_fence"), "network.egress_fence.private_unreachable");
+    for c in v["report"]["claims"].as_array().expect("claims") {
+        let name = c["name"].as_str().expect("name");
+        add(has("features", "network_allowlist") && name.starts_with("network.allowlist."), name);
+    }
     add(d["snapshot"] != "none", "snapshot.filesystem");
     for feature in ["fork", "port_forward", "pause_resume", "terminal"] {
         add(has("features", feature), &format!("feature.{feature}"));

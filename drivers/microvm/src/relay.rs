@@ -89,9 +89,27 @@ pub async fn start(dir: &Path, proxy_socket: &Path) -> Result<(), DriverError> {
     )))
 }
 
+/// Held (flock) by whoever checks or starts the relay, so two commands
+/// starting at once never start two (the port takes one host at a time).
+const LOCK: &str = "relay.lock";
+
 /// Starts the relay again if it is not running (killed behind tinybox's
 /// back): the next command's connections go out again.
 pub async fn ensure(dir: &Path, proxy_socket: &Path) -> Result<(), DriverError> {
+    if vm::live_pid(&dir.join(PID), dir).is_some() {
+        return Ok(());
+    }
+    let path = dir.join(LOCK);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| DriverError::failed(format!("cannot open {}: {e}", path.display())))?;
+    let _lock = tokio::task::spawn_blocking(move || fs4::FileExt::lock(&file).map(|()| file))
+        .await
+        .map_err(|e| DriverError::failed(format!("waiting for {} failed: {e}", path.display())))?
+        .map_err(|e| DriverError::failed(format!("cannot lock the egress relay's lock: {e}")))?;
     if vm::live_pid(&dir.join(PID), dir).is_some() {
         return Ok(());
     }

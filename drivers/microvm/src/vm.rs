@@ -5,7 +5,7 @@
 //!
 //!     qemu.pid  console.log  port-N.sock  port-N.lock
 //!     [passt.sock passt.pid passt.log netwrap.log tinybox-net.*/]   (egress, see `egress`)
-//!     [egress.sock relay.pid relay.log]   (allowlist, see `relay`)
+//!     [egress.sock relay.pid relay.log relay.lock]   (allowlist, see `relay`)
 //!
 //! State is read from the process, never from a record: a pid file whose
 //! process is gone, or is no longer this box's QEMU, means the VM is gone.
