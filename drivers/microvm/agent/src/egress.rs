@@ -165,7 +165,9 @@ pub fn serve(dev: &Path, port: u16) -> io::Result<()> {
 
 /// One host session: from its begin until the host goes.
 fn session(shared: &Arc<Shared>) {
-    let mut reader = &shared.port;
+    // Buffered: a frame's header and payload in one read where they came
+    // together (every system call counts in an emulated guest).
+    let mut reader = io::BufReader::with_capacity(4 * mux::CHUNK, &shared.port);
     loop {
         let frame = match mux::read_frame(&mut reader) {
             Ok(Some(f)) => f,
@@ -281,9 +283,34 @@ fn up(shared: &Shared, id: u32, mut client: TcpStream, credit: &Credit, _slot: A
     let _ = shared.send(&Frame::Shut(id));
 }
 
-/// The host's bytes to the client, each write credited back.
+/// The host's bytes to the client, credited back once written: in one
+/// frame for everything written while more was queued (a frame less per
+/// chunk costs the emulated guest a system call), and at once whenever the
+/// queue runs dry or a quarter of the window is owed, so the host never
+/// waits on credit this side holds.
 fn down_to(shared: &Shared, id: u32, mut client: TcpStream, queue: &mpsc::Receiver<Down>, _slot: Arc<Slot>) {
-    for item in queue {
+    let credit = |n: u32| {
+        // The window first: the host may send again the moment it reads the credit.
+        if let Some(st) = shared.streams.lock().unwrap_or_else(|p| p.into_inner()).0.get_mut(&id) {
+            st.window.credit(n);
+        }
+        let _ = shared.send(&Frame::Credit(id, n));
+    };
+    let mut owed: u32 = 0;
+    loop {
+        let item = match queue.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::TryRecvError::Empty) => {
+                if owed > 0 {
+                    credit(std::mem::take(&mut owed));
+                }
+                match queue.recv() {
+                    Ok(item) => item,
+                    Err(_) => break,
+                }
+            }
+            Err(mpsc::TryRecvError::Disconnected) => break,
+        };
         match item {
             Down::Data(data) => {
                 if client.write_all(&data).is_err() {
@@ -294,11 +321,10 @@ fn down_to(shared: &Shared, id: u32, mut client: TcpStream, queue: &mpsc::Receiv
                     }
                     return;
                 }
-                // The window first: the host may send again the moment it reads the credit.
-                if let Some(st) = shared.streams.lock().unwrap_or_else(|p| p.into_inner()).0.get_mut(&id) {
-                    st.window.credit(data.len() as u32);
+                owed += data.len() as u32;
+                if owed >= mux::WINDOW / 4 {
+                    credit(std::mem::take(&mut owed));
                 }
-                let _ = shared.send(&Frame::Credit(id, data.len() as u32));
             }
             Down::Shut => {
                 let _ = client.shutdown(Shutdown::Write);

@@ -32,7 +32,7 @@ use std::io::{self, Read};
 pub const PORT_NAME: &str = "tinybox-egress";
 
 /// The most data one frame carries.
-pub const CHUNK: usize = 16 * 1024;
+pub const CHUNK: usize = 64 * 1024;
 
 /// Bytes a sender may have unacknowledged on one stream, each way.
 pub const WINDOW: u32 = 256 * 1024;
@@ -236,7 +236,7 @@ mod tests {
         let mut big = Frame::Data(1, Vec::new()).encode();
         big[5..9].copy_from_slice(&((CHUNK + 1) as u32).to_le_bytes());
         let err = read_frame(&mut &big[..]).unwrap_err();
-        assert!(err.to_string().contains("larger than 16384"), "{err}");
+        assert!(err.to_string().contains(&format!("larger than {CHUNK}")), "{err}");
         let mut open = Frame::Open(1).encode();
         open[5] = 1;
         assert!(read_frame(&mut &open[..]).is_err(), "an open carries nothing");
