@@ -12,7 +12,7 @@ use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::egress::{in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text, wait_gone};
 use tinybox_tests::microvm::{TCG, processes_under};
-use tinybox_tests::netns::{HTTP_PORT, Service, TestHost};
+use tinybox_tests::netns::{HTTP_PORT, TestHost};
 use tinybox_tests::{need_microvm, skip};
 
 const TEST: &str = "egress_microvm::a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_relay";
@@ -28,6 +28,53 @@ impl Drop for Reaper {
             }
         }
     }
+}
+
+/// The bytes `/big` answers with: 16 MiB, more than the guest's socket
+/// buffers and the mux's window together hold.
+const BIG: usize = 16 << 20;
+
+/// The test host: `/big` gets [`BIG`] bytes of a pattern, anything else
+/// 200 with a line naming the request.
+fn program(addr: &str) -> String {
+    format!(
+        r#"import socket,threading
+big=bytes(range(256))*({BIG}//256)
+def serve(c):
+ data=b''
+ c.settimeout(10)
+ try:
+  while b'\r\n\r\n' not in data:
+   d=c.recv(4096)
+   if not d: break
+   data+=d
+  line=data.split(b'\r\n',1)[0].decode('latin1')
+  body=big if ' /big ' in line else ('hello from the test host: '+line+'\n').encode()
+  c.settimeout(120)
+  c.sendall(b'HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n' % len(body)+body)
+ except Exception: pass
+ c.close()
+s=socket.socket()
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind(('{addr}',{HTTP_PORT}))
+s.listen(16)
+print('ready',flush=True)
+while True:
+ c,_=s.accept()
+ threading.Thread(target=serve,args=(c,),daemon=True).start()
+"#
+    )
+}
+
+/// The md5 of the whole answer to `/big`, head included, as busybox's
+/// md5sum in the guest prints it.
+fn big_answer_md5() -> String {
+    let script = format!(
+        "import hashlib;b=bytes(range(256))*({BIG}//256);print(hashlib.md5(b'HTTP/1.0 200 OK\\r\\nConnection: close\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b)+b).hexdigest())"
+    );
+    let out = std::process::Command::new("python3").args(["-c", &script]).output().expect("python3");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).trim().to_owned()
 }
 
 /// A shell line sending `GET http://AUTHORITY/PATH` in the proxy's form to
@@ -50,7 +97,7 @@ fn pid_in(file: &std::path::Path) -> i32 {
 #[test]
 fn a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_relay() {
     need_microvm!(TEST);
-    let Some(peer) = TestHost::serving("vmallow", Service::Http) else {
+    let Some(peer) = TestHost::running("vmallow", HTTP_PORT, &program) else {
         return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
     };
     let peer_ip: Ipv4Addr = peer.addr.parse().unwrap();
@@ -106,6 +153,22 @@ fn a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_rela
     let want: String = (1..=8).map(|i| format!("hello from the test host: GET /n{i} HTTP/1.1\n")).collect();
     assert_eq!(got, want);
 
+    // A stalled stream holds only its own window: while a client reads
+    // nothing of a 16 MiB answer, another connection is answered whole;
+    // then the first gets every byte, in order.
+    let stalled = format!(
+        "{big} | {{ while [ ! -e /tmp/go ]; do sleep 0.1; done; cat > /tmp/big; }} & \
+         {small} | tail -n 1; touch /tmp/go; wait; wc -c < /tmp/big; md5sum < /tmp/big",
+        big = fetch_script(&allowed, "/big").replace("nc -w 20", "nc -w 60"),
+        small = fetch_script(&allowed, "/small").replace("nc -w 20", "timeout 60 nc -w 20"),
+    );
+    let got = in_box(&env, &dns, &id, &stalled);
+    let head_len = "HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Length: 16777216\r\n\r\n".len();
+    assert_eq!(
+        got,
+        format!("hello from the test host: GET /small HTTP/1.1\n{}\n{}  -\n", BIG + head_len, big_answer_md5())
+    );
+
     // A proxy that died is started again by the next command, and the
     // running relay reaches the new one: it connects by name per stream.
     let dir = proxy_dir(&env);
@@ -131,7 +194,7 @@ fn a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_rela
     let out = run(&env, &dns, &["--json", "logs", "--network", &id]);
     let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("the log is a JSON array");
     let allowed_ones = log.iter().filter(|d| d["name"] == "allowed.test" && d["decision"] == "allowed").count();
-    assert!(allowed_ones >= 11, "every fetch of the listed name was logged allowed: {log:?}");
+    assert!(allowed_ones >= 13, "every fetch of the listed name was logged allowed: {log:?}");
 
     // rm leaves no relay, no QEMU, no VM directory and no proxy.
     let qemu = pid_in(&vm.join("qemu.pid"));
