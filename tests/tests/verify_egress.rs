@@ -1,10 +1,12 @@
-//! `tinybox drivers verify namespace --egress-target FILE`: the kit's
+//! `tinybox drivers verify SANDBOX --egress-target FILE`: the kit's
 //! allowlist claims, live, against test services of our own — a test host
 //! in a network namespace (HTTP with a redirect to a refused name, TLS with
 //! a self-signed certificate) and a DNS server on 127.0.0.1 that knows the
-//! test names. Nothing leaves this machine. Then the negative control: the
-//! same run with the box's proxy not checking SNI (the hidden test switch
-//! of ADR 0020) fails the SNI claim by name.
+//! test names. Nothing leaves this machine. Every sandbox declaring
+//! `network_allowlist` here is run: namespace, docker, microvm (emulated).
+//! Then the negative control, on namespace and docker: the same run with
+//! the box's proxy not checking SNI (the hidden test switch of ADR 0020)
+//! fails the SNI claim by name.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
@@ -14,7 +16,6 @@ use tinybox_tests::dns::DnsServer;
 use tinybox_tests::netns::{HTTP_PORT, TestHost};
 use tinybox_tests::{Cli, have, skip};
 
-const TEST: &str = "verify_egress::the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks";
 const HTTPS_PORT: u16 = 8443;
 
 /// Every allowlist claim, in report order.
@@ -99,11 +100,14 @@ fn self_signed(dir: &Path) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// `tinybox --json drivers verify namespace --egress-target FILE` with the
+/// `tinybox --json drivers verify SANDBOX... --egress-target FILE` with the
 /// proxy resolving through `dns` and `extra` in the environment.
-fn verify(cli: &Cli, dns: &DnsServer, target: &Path, extra: &[(&str, &str)]) -> (i32, Value) {
+fn verify(cli: &Cli, dns: &DnsServer, sandbox: &[&str], target: &Path, extra: &[(&str, &str)]) -> (i32, Value) {
     let target = target.to_str().unwrap();
-    let mut cmd = cli.cmd_with_drivers(&[], &["--json", "drivers", "verify", "namespace", "--egress-target", target]);
+    let mut args = vec!["--json", "drivers", "verify"];
+    args.extend_from_slice(sandbox);
+    args.extend(["--egress-target", target]);
+    let mut cmd = cli.cmd_with_drivers(&[], &args);
     cmd.env("TINYBOX_EGRESS_RESOLVER", dns.addr.to_string()).stdin(std::process::Stdio::null());
     for (k, v) in extra {
         cmd.env(k, v);
@@ -115,30 +119,26 @@ fn verify(cli: &Cli, dns: &DnsServer, target: &Path, extra: &[(&str, &str)]) -> 
     (out.status.code().unwrap_or(-1), v)
 }
 
-fn claim<'a>(v: &'a Value, name: &str) -> &'a Value {
-    let claims = v["report"]["claims"].as_array().expect("claims");
-    claims.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no claim {name} in {v}"))
+/// The test services of one run: a test host, a DNS server, the target file.
+struct Services {
+    _certs: tempfile::TempDir,
+    peer: TestHost,
+    dns: DnsServer,
+    _dir: tempfile::TempDir,
+    target: std::path::PathBuf,
 }
 
-fn assert_status(v: &Value, name: &str, want: &str) {
-    let c = claim(v, name);
-    assert_eq!(c["status"], want, "{name}: {}", serde_json::to_string_pretty(&v["report"]["claims"]).unwrap());
-}
-
-#[test]
-fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks() {
-    if !have("bwrap") {
-        return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
-    }
+/// The services, or why they cannot run here.
+fn services(tag: &str) -> Result<Services, String> {
     for program in ["openssl", "python3"] {
         if !have(program) {
-            return skip(TEST, &format!("{program} is not installed (contrib/setup/install-deps)"));
+            return Err(format!("{program} is not installed (contrib/setup/install-deps)"));
         }
     }
     let certs = tempfile::tempdir().unwrap();
     assert!(self_signed(certs.path()), "openssl could not make a self-signed certificate");
-    let Some(peer) = TestHost::running("kit", HTTP_PORT, &|addr| program(addr, certs.path())) else {
-        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    let Some(peer) = TestHost::running(tag, HTTP_PORT, &|addr| program(addr, certs.path())) else {
+        return Err("cannot create a network namespace here (needs root and iproute2)".into());
     };
     let peer_ip: Ipv4Addr = peer.addr.parse().unwrap();
     let dns =
@@ -157,30 +157,25 @@ fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_check
         "redirect_path": "/redirect",
     });
     std::fs::write(&target, body.to_string()).unwrap();
+    Ok(Services { _certs: certs, peer, dns, _dir: dir, target })
+}
 
-    let cli = Cli::new();
-    let (code, v) = verify(&cli, &dns, &target, &[]);
+/// Every allowlist claim passed, each saying what it saw.
+fn assert_every_allowlist_claim_passes(v: &Value, peer: &TestHost) {
     for name in ALLOWLIST_CLAIMS {
-        assert_status(&v, name, "pass");
+        assert_status(v, name, "pass");
     }
-    // With a private test host to try, the fence's claims are both proven.
-    assert_status(&v, "network.egress_fence.host_unreachable", "pass");
-    assert_status(&v, "network.egress_fence.private_unreachable", "pass");
-    let fenced = claim(&v, "network.egress_fence.private_unreachable")["detail"].as_str().unwrap();
-    assert!(fenced.contains(&format!("{}:{HTTP_PORT}; a box listing it did", peer.addr)), "{fenced}");
-    assert_eq!(code, 0, "{v}");
-    let reached = claim(&v, "network.allowlist.listed_name_reached")["detail"].as_str().unwrap();
+    let reached = claim(v, "network.allowlist.listed_name_reached")["detail"].as_str().unwrap();
     assert!(reached.contains(&format!("{}:{HTTP_PORT}", peer.addr)), "the address connected to: {reached}");
-    let sni = claim(&v, "network.allowlist.sni_mismatch_refused")["detail"].as_str().unwrap();
+    let sni = claim(v, "network.allowlist.sni_mismatch_refused")["detail"].as_str().unwrap();
     assert!(sni.contains("sni \"other.test\" does not match"), "{sni}");
     assert_eq!(v["report"]["egress_target"]["test_host"], peer.addr, "the report names its target");
-    assert_eq!(
-        v["report"]["egress_target"]["unlisted_address"].as_str().map(str::parse::<IpAddr>).and_then(Result::ok),
-        peer.host_addr.parse().ok()
-    );
+}
 
-    // The negative control: the box's proxy started without its SNI check.
-    let (code, v) = verify(&cli, &dns, &target, &[("TINYBOX_EGRESS_TEST_UNCHECKED_SNI", "1")]);
+/// The negative control: the box's proxy started without its SNI check
+/// fails exactly the SNI claim, and the run.
+fn assert_unchecked_sni_fails(cli: &Cli, s: &Services, sandbox: &[&str]) {
+    let (code, v) = verify(cli, &s.dns, sandbox, &s.target, &[("TINYBOX_EGRESS_TEST_UNCHECKED_SNI", "1")]);
     assert_status(&v, "network.allowlist.sni_mismatch_refused", "fail");
     let said = claim(&v, "network.allowlist.sni_mismatch_refused")["detail"].as_str().unwrap();
     assert!(said.contains("the proxy does not check SNI"), "{said}");
@@ -188,10 +183,86 @@ fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_check
     assert_status(&v, "network.allowlist.unlisted_name_refused", "pass");
     assert_eq!(code, 1, "a proxy without SNI checks must not verify");
     assert_eq!(v["passed"], false);
+}
 
+fn assert_no_boxes(cli: &Cli) {
     let (code, out, _) = cli.run(&["--json", "ls"]);
     assert_eq!(code, 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), serde_json::json!([]), "boxes left: {out}");
+}
+
+fn claim<'a>(v: &'a Value, name: &str) -> &'a Value {
+    let claims = v["report"]["claims"].as_array().expect("claims");
+    claims.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no claim {name} in {v}"))
+}
+
+fn assert_status(v: &Value, name: &str, want: &str) {
+    let c = claim(v, name);
+    assert_eq!(c["status"], want, "{name}: {}", serde_json::to_string_pretty(&v["report"]["claims"]).unwrap());
+}
+
+#[test]
+fn the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks() {
+    const TEST: &str = "verify_egress::the_kit_attacks_the_namespace_allowlist_and_catches_a_proxy_without_sni_checks";
+    if !have("bwrap") {
+        return skip(TEST, "bwrap is not installed (apt-get install bubblewrap)");
+    }
+    let s = match services("kit") {
+        Ok(s) => s,
+        Err(why) => return skip(TEST, &why),
+    };
+    let cli = Cli::new();
+    let (code, v) = verify(&cli, &s.dns, &["namespace"], &s.target, &[]);
+    assert_every_allowlist_claim_passes(&v, &s.peer);
+    // With a private test host to try, the fence's claims are both proven.
+    assert_status(&v, "network.egress_fence.host_unreachable", "pass");
+    assert_status(&v, "network.egress_fence.private_unreachable", "pass");
+    let fenced = claim(&v, "network.egress_fence.private_unreachable")["detail"].as_str().unwrap();
+    assert!(fenced.contains(&format!("{}:{HTTP_PORT}; a box listing it did", s.peer.addr)), "{fenced}");
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(
+        v["report"]["egress_target"]["unlisted_address"].as_str().map(str::parse::<IpAddr>).and_then(Result::ok),
+        s.peer.host_addr.parse().ok()
+    );
+    assert_unchecked_sni_fails(&cli, &s, &["namespace"]);
+    assert_no_boxes(&cli);
+}
+
+#[test]
+fn the_kit_attacks_the_docker_allowlist_and_catches_a_proxy_without_sni_checks() {
+    const TEST: &str = "verify_egress::the_kit_attacks_the_docker_allowlist_and_catches_a_proxy_without_sni_checks";
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip(TEST, &why);
+    }
+    let s = match services("kitd") {
+        Ok(s) => s,
+        Err(why) => return skip(TEST, &why),
+    };
+    let cli = Cli::new();
+    let (code, v) = verify(&cli, &s.dns, &["docker"], &s.target, &[]);
+    assert_every_allowlist_claim_passes(&v, &s.peer);
+    assert_status(&v, "network.egress_fence.private_unreachable", "pass");
+    assert_eq!(code, 0, "{v}");
+    assert_unchecked_sni_fails(&cli, &s, &["docker"]);
+    assert_no_boxes(&cli);
+}
+
+#[test]
+fn the_kit_attacks_the_microvm_allowlist_under_emulation() {
+    const TEST: &str = "verify_egress::the_kit_attacks_the_microvm_allowlist_under_emulation";
+    tinybox_tests::need_microvm!(TEST);
+    let s = match services("kitm") {
+        Ok(s) => s,
+        Err(why) => return skip(TEST, &why),
+    };
+    let cli = Cli::new();
+    let (code, v) = verify(&cli, &s.dns, &["microvm", "--accel", "tcg"], &s.target, &[]);
+    assert_every_allowlist_claim_passes(&v, &s.peer);
+    assert_status(&v, "network.egress_fence.private_unreachable", "pass");
+    assert_eq!(code, 0, "{v}");
+    assert_no_boxes(&cli);
+    let left = tinybox_tests::microvm::processes_under(cli.home.path());
+    assert_eq!(left, vec![], "the kit left VMs or relays running");
 }
 
 #[test]

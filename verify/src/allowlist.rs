@@ -34,9 +34,13 @@ pub(super) const FIND_NC: &str = "if command -v nc >/dev/null 2>&1; then NC=nc; 
      elif command -v busybox >/dev/null 2>&1 && busybox nc --help >/dev/null 2>&1; then NC='busybox nc'; \
      else echo no-nc; exit 0; fi";
 
-/// The shell prelude for wget: one try where it is GNU wget.
-const WGET: &str = "T=; wget --help 2>&1 | grep -q -- --tries && T='-t 1'; \
-     command -v wget >/dev/null 2>&1 || { echo no-wget; exit 0; }";
+/// The shell prelude for wget as `$W`: one try and a 10 s timeout where
+/// it is GNU wget. Busybox's `-T` is not used: Debian 12's static busybox
+/// wget dies of SIGSEGV whenever it is given (a microVM guest's userland is
+/// that busybox); `timeout` bounds it instead, where there is one.
+const WGET: &str = "command -v wget >/dev/null 2>&1 || { echo no-wget; exit 0; }; \
+     if wget --help 2>&1 | grep -q -- --tries; then W='wget -t 1 -T 10'; \
+     elif command -v timeout >/dev/null 2>&1; then W='timeout 20 wget'; else W=wget; fi";
 
 /// The name (or address) a decision was about.
 fn about(d: &Decision, name: &str) -> bool {
@@ -189,7 +193,7 @@ impl Kit<'_> {
     /// logged about `name` meanwhile.
     async fn fetch(&self, id: &BoxId, url: &str, name: &str) -> tinybox_core::Result<(Fetch, Vec<Decision>)> {
         let before = self.decisions(id).len();
-        let out = self.sh(id, &format!("{WGET}; wget -q $T -T 10 -O - '{url}'; rc=$?; echo; echo rc=$rc")).await?;
+        let out = self.sh(id, &format!("{WGET}; $W -q -O - '{url}'; rc=$?; echo; echo rc=$rc")).await?;
         let f = fetched(&out);
         let log = if f.missing { Vec::new() } else { self.decisions_after(id, before, name).await };
         Ok((f, log))
@@ -229,7 +233,7 @@ impl Kit<'_> {
         for url in [t.url(&t.allowed_name, "/"), t.url(&host, "/")] {
             let script = format!(
                 "{WGET}; env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u no_proxy -u NO_PROXY \
-                 wget -q $T -T 10 -O - '{url}'; rc=$?; echo; echo rc=$rc"
+                 $W -q -O - '{url}'; rc=$?; echo; echo rc=$rc"
             );
             let f = fetched(&self.sh(id, &script).await?);
             if f.missing {
@@ -250,9 +254,20 @@ impl Kit<'_> {
     async fn no_dns(&self, id: &BoxId, t: &EgressTarget) -> tinybox_core::Result<Verdict> {
         let (ip, port) = (t.dns.ip(), t.dns.port());
         let query: String = dns_query(&t.allowed_name).iter().map(|b| format!("{b:02x}")).collect();
+        let name = &t.allowed_name;
+        // Busybox's nslookup (UDP only) takes the server as IP:PORT, and
+        // prints `Server:` only once a server answered (NXDOMAIN included).
+        let server = match ip {
+            IpAddr::V4(a) => a.to_string(),
+            IpAddr::V6(a) => format!("[{a}]"),
+        };
+        let nslookup = format!(
+            "for p in 53 {port}; do if nslookup {name} {server}:$p 2>&1 | grep -q '^Server:'; then echo udp$p=answered; else echo udp$p=failed; fi; done"
+        );
         let script = format!(
             "{FIND_NC}; for p in 53 {port}; do if $NC -w 3 {ip} $p </dev/null >/dev/null 2>&1; then echo tcp$p=connected; else echo tcp$p=failed; fi; done; \
-             if command -v python3 >/dev/null 2>&1; then python3 -c '{UDP}' {ip} {port} {query}; else echo udp=untested; fi"
+             if command -v python3 >/dev/null 2>&1; then python3 -c '{UDP}' {ip} {port} {query}; \
+             elif nslookup 2>&1 | grep -q BusyBox; then {nslookup}; else echo udp=untested; fi"
         );
         let out = self.sh(id, &script).await?;
         if out.stdout.contains("no-nc") {
@@ -266,7 +281,10 @@ impl Kit<'_> {
         } else if out.stdout.contains("udp=untested") {
             (
                 Status::Skipped,
-                format!("TCP to {ip} failed ({}), but the box has no python3 to try UDP", seen.join(", ")),
+                format!(
+                    "TCP to {ip} failed ({}), but the box has neither python3 nor busybox's nslookup to try UDP",
+                    seen.join(", ")
+                ),
             )
         } else if seen.len() < 4 {
             (
@@ -325,7 +343,13 @@ impl Kit<'_> {
             }
             (Some(a), []) if a.decision == Decided::Allowed => (
                 Status::Skipped,
-                format!("wget did not follow the redirect to {} (status {:?}): inconclusive", t.refused_name, f.rc),
+                format!(
+                    "wget did not follow the redirect to {} (status {:?}: {}; decisions: {}): inconclusive",
+                    t.refused_name,
+                    f.rc,
+                    f.stderr,
+                    shown.join("; ")
+                ),
             ),
             _ => (
                 Status::Skipped,

@@ -135,10 +135,13 @@ impl Kit<'_> {
     }
 
     /// What an HTTP request to `addr:port` from box `id` got back; `None`
-    /// when the box has no nc.
+    /// when the box has no nc. The request's write side stays open a few
+    /// seconds: busybox nc half-closes at the end of its input, and Debian
+    /// 12's passt (a microVM's egress) sometimes never delivers the reply to
+    /// a guest that half-closed at once (ADR 0006).
     async fn http_head(&self, id: &BoxId, addr: &str, port: u16) -> tinybox_core::Result<Option<String>> {
         let script = format!(
-            "{FIND_NC}; printf 'GET / HTTP/1.0\\r\\nHost: {addr}\\r\\n\\r\\n' | $NC -w 3 {addr} {port} 2>&1 | head -c 200; echo; echo done"
+            "{FIND_NC}; {{ printf 'GET / HTTP/1.0\\r\\nHost: {addr}\\r\\n\\r\\n'; sleep 3; }} | $NC -w 3 {addr} {port} 2>&1 | head -c 200; echo; echo done"
         );
         let out = run(self.tb, id, &["sh", "-c", &script], &[], std::future::pending()).await?;
         Ok(match out.stdout.lines().any(|l| l == "no-nc") {

@@ -110,6 +110,7 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
         pids: None,
         workspace: None,
         egress: None,
+        allowlist: None,
         ports: 1,
         tsc_khz: None,
         runas: None,

@@ -1,6 +1,7 @@
 //! Making a box: which acceleration, its runtime directory, its workspace,
-//! passt behind the egress fence, QEMU detached, and the agent's first hello; and
-//! tearing one down. `Handle` is what core stores for a box.
+//! passt behind the egress fence, QEMU detached, the agent's first hello,
+//! and for an allowlist box the egress relay; and tearing one down.
+//! `Handle` is what core stores for a box.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -9,11 +10,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
-use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError};
+use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError, EgressEndpoint};
 
 use crate::setup::Setup;
 use crate::vm::{self, Accel};
-use crate::{egress, guest, session};
+use crate::{egress, guest, relay, session};
 
 const MIB: u64 = 1024 * 1024;
 /// Below this the guest's kernel and initramfs do not fit comfortably.
@@ -28,6 +29,10 @@ pub struct Handle {
     /// The workspace was made for the box and goes with it.
     pub owned: bool,
     pub egress: bool,
+    /// The network is an allowlist: no NIC, the agent's relay to the box's
+    /// egress proxy (`relay`).
+    #[serde(default)]
+    pub allowlist: bool,
     /// With egress: the addresses the caller let through its fence (every
     /// egress box is fenced; a record from before the fence has none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -69,10 +74,11 @@ pub fn boot_id() -> String {
 pub fn tear_down(dir: &Path) -> Result<(), DriverError> {
     let qemu = vm::stop(&dir.join("qemu.pid"), dir, Duration::from_secs(3));
     let passt = vm::stop(&dir.join("passt.pid"), dir, Duration::from_secs(1));
+    let relay = vm::stop(&dir.join(relay::PID), dir, Duration::from_secs(1));
     // Then whatever names the directory and has no (complete) pid file: a
     // create killed between starting QEMU and QEMU writing its pid.
     let rest = vm::kill_all_naming(dir);
-    if !(qemu && passt && rest) {
+    if !(qemu && passt && relay && rest) {
         return Err(DriverError::failed(format!(
             "the VM in {} would not stop; its processes are still running",
             dir.display()
@@ -202,8 +208,17 @@ pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> 
     if passt.is_some() {
         egress::check_tools()?;
     }
+    let allowlist = match (p.network == Some(NetworkPolicy::Allowlist), &p.egress) {
+        (false, _) => None,
+        (true, Some(endpoint)) => Some(endpoint),
+        (true, None) => {
+            return Err(DriverError::invalid(
+                "an allowlist box needs its egress proxy's endpoint, which core sends with the create; this core sent none",
+            ));
+        }
+    };
     let dir = make_dir(state, &p.box_id)?;
-    let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt).await;
+    let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt, allowlist).await;
     if result.is_err() {
         let _ = tear_down(&dir);
     }
@@ -217,6 +232,7 @@ async fn boot(
     dir: &Path,
     (cpus, memory_mib): (u32, u64),
     passt: Option<PathBuf>,
+    allowlist: Option<&EgressEndpoint>,
 ) -> Result<CreateResult, DriverError> {
     let (workspace, owned) = match &p.source {
         None => {
@@ -267,6 +283,7 @@ async fn boot(
         pids: p.resources.pids,
         workspace: Some(workspace.clone()),
         egress,
+        allowlist: allowlist.map(|e| e.port),
         ports: vm::ports_for(memory_mib),
         tsc_khz: Some(vm::host_tsc_khz()),
         runas,
@@ -286,12 +303,17 @@ async fn boot(
             hello.pids_max
         )));
     }
+    if let Some(endpoint) = allowlist {
+        // The agent is up: the relay's session opens at once.
+        relay::start(dir, &endpoint.socket).await?;
+    }
     let handle = Handle {
         dir: dir.to_owned(),
         accel,
         workspace,
         owned,
         egress: launch.egress.is_some(),
+        allowlist: allowlist.is_some(),
         fence: if launch.egress.is_some() { p.egress_exceptions.clone() } else { Vec::new() },
         cpus,
         memory_mib,

@@ -25,6 +25,7 @@ mod accel;
 mod create;
 mod egress;
 mod guest;
+mod relay;
 mod session;
 mod setup;
 mod vm;
@@ -97,8 +98,11 @@ impl SandboxDriver for Microvm {
             snapshot: SnapshotSupport::None,
             // The guest agent makes a command's terminal in the guest.
             // Every egress box's passt is behind the fence (`egress`); a host
-            // without slirp4netns or iptables refuses the box at create.
-            features: [Feature::ResourceLimits, Feature::Terminal, Feature::EgressFence].into(),
+            // without slirp4netns or iptables refuses the box at create. An
+            // allowlist box has no NIC, only the agent's relay over a port
+            // to the proxy (`relay`); its VM always runs on core's machine.
+            features: [Feature::ResourceLimits, Feature::Terminal, Feature::EgressFence, Feature::NetworkAllowlist]
+                .into(),
             limits: limits.into_iter().collect(),
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -151,6 +155,11 @@ impl SandboxDriver for Microvm {
                 p.target.box_id
             )));
         }
+        if handle.allowlist
+            && let Some(endpoint) = &p.egress
+        {
+            relay::ensure(&handle.dir, &endpoint.socket).await?;
+        }
         let claim = session::claim(&handle.dir, handle.ports).await?;
         // The box's environment beneath the command's: exactly these, nothing else.
         let mut env = p.box_env;
@@ -196,7 +205,14 @@ impl SandboxDriver for Microvm {
             Accel::Kvm => "KVM (hardware virtualization)".to_owned(),
             Accel::Tcg => "EMULATED (TCG): no hardware isolation".to_owned(),
         };
+        let relay = vm::live_pid(&handle.dir.join(relay::PID), &handle.dir).is_some();
         let net = match (handle.egress, handle.fence.is_empty()) {
+            (false, _) if handle.allowlist && relay => {
+                "no network interface; the allowlist's egress proxy reached through the agent's relay on 127.0.0.1 over a virtio-serial port".to_owned()
+            }
+            (false, _) if handle.allowlist => {
+                "no network interface; the egress relay is not running (the next command starts it again)".to_owned()
+            }
             (false, _) => "no network interface".to_owned(),
             (true, true) => {
                 "egress via passt behind the egress fence (public addresses only), no host loopback".to_owned()
@@ -320,6 +336,7 @@ fn main() {
                 pids: Some(512),
                 workspace: Some(PathBuf::from(&args[3])),
                 egress: None,
+                allowlist: None,
                 // What a box with this memory gets.
                 ports: vm::ports_for(256),
                 tsc_khz: Some(vm::host_tsc_khz()),
@@ -335,6 +352,9 @@ fn main() {
             }
             return;
         }
+        // The host's end of an allowlist box's egress (see `relay`),
+        // started detached by a create; not for people to run.
+        Some("--egress-relay") if args.len() == 4 => std::process::exit(relay::main(&args[2], &args[3])),
         _ => {}
     }
     tinybox_sdk::run_sandbox_main(Microvm {

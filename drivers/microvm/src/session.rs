@@ -51,7 +51,7 @@ pub struct Session {
 }
 
 /// 16 bytes no other session on this port will use.
-fn nonce() -> [u8; wire::NONCE] {
+pub fn nonce() -> [u8; wire::NONCE] {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = blake3::Hasher::new();
     h.update(&std::process::id().to_le_bytes());
@@ -64,7 +64,7 @@ fn nonce() -> [u8; wire::NONCE] {
 }
 
 /// Reads until `marker`; what followed it in the last read.
-async fn skip_to(rd: &mut tokio::net::unix::OwnedReadHalf, marker: &[u8]) -> io::Result<Vec<u8>> {
+pub async fn skip_to(rd: &mut tokio::net::unix::OwnedReadHalf, marker: &[u8]) -> io::Result<Vec<u8>> {
     let mut seen: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {

@@ -5,6 +5,7 @@
 //!
 //!     qemu.pid  console.log  port-N.sock  port-N.lock
 //!     [passt.sock passt.pid passt.log netwrap.log tinybox-net.*/]   (egress, see `egress`)
+//!     [egress.sock relay.pid relay.log relay.lock]   (allowlist, see `relay`)
 //!
 //! State is read from the process, never from a record: a pid file whose
 //! process is gone, or is no longer this box's QEMU, means the VM is gone.
@@ -99,6 +100,9 @@ pub struct Launch {
     pub workspace: Option<PathBuf>,
     /// The passt socket giving the guest egress, if any.
     pub egress: Option<PathBuf>,
+    /// For an allowlist box: the guest's loopback port its agent listens
+    /// on for the egress relay (no NIC; one more virtio-serial port).
+    pub allowlist: Option<u16>,
     /// How many ports (health check + exec).
     pub ports: usize,
     /// Under emulation, the guest's TSC runs at the host's rate; telling the
@@ -134,6 +138,9 @@ pub fn cmdline(l: &Launch) -> String {
         words.push("tb_ws=1".into());
     }
     words.push(format!("tb_net={}", if l.egress.is_some() { "egress" } else { "none" }));
+    if let Some(port) = l.allowlist {
+        words.push(format!("tb_egress={port}"));
+    }
     if let (Accel::Tcg, Some(khz)) = (l.accel, l.tsc_khz) {
         words.push(format!("tsc_early_khz={khz}"));
     }
@@ -178,7 +185,7 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
         // `file:` takes the rest of the argument whole: no escaping.
         format!("file:{}", whole_argument("the box directory", &dir.join("console.log"))?),
         "-device".into(),
-        format!("virtio-serial-device,max_ports={}", l.ports + 1),
+        format!("virtio-serial-device,max_ports={}", l.ports + 1 + usize::from(l.allowlist.is_some())),
     ]);
     for n in 0..l.ports {
         a.push("-chardev".into());
@@ -188,6 +195,15 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
         ));
         a.push("-device".into());
         a.push(format!("virtserialport,chardev=p{n},name=tinybox.{n}"));
+    }
+    if l.allowlist.is_some() {
+        a.push("-chardev".into());
+        a.push(format!(
+            "socket,id=eg,path={},server=on,wait=off",
+            option_value("the box directory", &dir.join(crate::relay::PORT_SOCKET))?
+        ));
+        a.push("-device".into());
+        a.push(format!("virtserialport,chardev=eg,name={}", tinybox_microvm_agent::mux::PORT_NAME));
     }
     if let Some(ws) = &l.workspace {
         a.push("-fsdev".into());
@@ -348,6 +364,7 @@ mod tests {
             pids: Some(64),
             workspace: None,
             egress: None,
+            allowlist: None,
             ports: PORTS,
             tsc_khz: Some(2_900_000),
             runas: None,
@@ -504,6 +521,21 @@ mod tests {
         assert_eq!(args.iter().filter(|a| a.starts_with("virtio-net-device")).count(), 1);
         assert!(args.iter().any(|a| a == "stream,id=n0,server=off,addr.type=unix,addr.path=/run/b/passt.sock"));
         assert!(cmdline(&l).contains("tb_net=egress"));
+    }
+
+    #[test]
+    fn an_allowlist_box_has_no_nic_and_one_more_port_for_the_egress_relay() {
+        let mut l = launch();
+        l.allowlist = Some(3128);
+        let dir = Path::new("/run/a,b");
+        let args = qemu_args(&l, dir).unwrap();
+        assert!(args.iter().all(|a| !a.contains("netdev") && !a.contains("virtio-net")), "{args:?}");
+        assert!(args.contains(&"socket,id=eg,path=/run/a,,b/egress.sock,server=on,wait=off".to_owned()), "{args:?}");
+        assert!(args.contains(&"virtserialport,chardev=eg,name=tinybox-egress".to_owned()), "{args:?}");
+        assert!(args.contains(&format!("virtio-serial-device,max_ports={}", PORTS + 2)), "{args:?}");
+        let words = cmdline(&l);
+        assert!(words.contains("tb_net=none") && words.contains("tb_egress=3128"), "{words}");
+        assert!(!cmdline(&launch()).contains("tb_egress"), "only an allowlist box's agent listens");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! builds. It serves each `tinybox.N` virtio-serial port on a thread of its
 //! own; one connection to a port is one session, and a session runs at most
 //! one command. The wire is in [`wire`], shared with the driver so the two
-//! cannot drift.
+//! cannot drift. An allowlist box has one more port, whose connections
+//! the agent multiplexes to the host's egress relay ([`mux`]).
 
+pub mod mux;
 pub mod wire;

@@ -7,6 +7,10 @@
 //! cap applies: when the command ends, or its host goes away, everything it
 //! started is killed with the cgroup.
 //!
+//! An allowlist box's agent also serves its egress port (see `egress`):
+//! `tb_egress=PORT` on the kernel command line names the loopback port the
+//! box's proxy variables point at.
+//!
 //! `tinybox-microvm-agent --enter CGROUP -- ARGV...` is the agent's own
 //! helper: it moves itself into CGROUP and becomes ARGV, so a command is
 //! inside its cgroup before its first instruction.
@@ -23,7 +27,10 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
 use rustix::process::{Pid, Signal, kill_process_group};
+use tinybox_microvm_agent::mux;
 use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
+
+mod egress;
 
 /// The cgroup every command's own cgroup lives under; the pids cap is here.
 const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
@@ -71,32 +78,48 @@ fn enter(cgroup: &str, argv: &[String]) -> ExitCode {
     ExitCode::from(if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 })
 }
 
-/// The ports to serve: (device node, is it the health-check port).
-fn find_ports() -> Vec<(PathBuf, bool)> {
-    let mut ports = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/sys/class/virtio-ports") else { return ports };
+/// The command ports to serve: (device node, is it the health-check
+/// port); and the egress port, if the box has one.
+fn find_ports() -> (Vec<(PathBuf, bool)>, Option<PathBuf>) {
+    let (mut ports, mut egress) = (Vec::new(), None);
+    let Ok(entries) = std::fs::read_dir("/sys/class/virtio-ports") else { return (ports, egress) };
     for entry in entries.flatten() {
         let name = std::fs::read_to_string(entry.path().join("name")).unwrap_or_default();
-        if let Some(n) = name.trim().strip_prefix(wire::PORT_PREFIX) {
-            ports.push((Path::new("/dev").join(entry.file_name()), n == "0"));
+        let dev = Path::new("/dev").join(entry.file_name());
+        match name.trim().strip_prefix(wire::PORT_PREFIX) {
+            Some(n) if n.parse::<usize>().is_ok() => ports.push((dev, n == "0")),
+            _ if name.trim() == mux::PORT_NAME => egress = Some(dev),
+            _ => {}
         }
     }
-    ports
+    (ports, egress)
 }
 
 fn serve() -> ExitCode {
     let expected: usize = std::env::var("tb_ports").ok().and_then(|v| v.parse().ok()).unwrap_or(wire::EXEC_PORTS + 1);
+    let egress_port: Option<u16> = std::env::var("tb_egress").ok().and_then(|v| v.parse().ok());
     // The ports appear as the host's control messages arrive after the
     // module loads; wait for all of them (bounded) rather than serve a few.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut ports = find_ports();
-    while ports.len() < expected && Instant::now() < deadline {
+    let (mut ports, mut egress) = find_ports();
+    while (ports.len() < expected || (egress_port.is_some() && egress.is_none())) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
-        ports = find_ports();
+        (ports, egress) = find_ports();
     }
     if ports.is_empty() {
         log(format_args!("no tinybox.N virtio-serial ports appeared"));
         return ExitCode::FAILURE;
+    }
+    match (egress_port, egress) {
+        (Some(port), Some(dev)) => {
+            std::thread::spawn(move || {
+                if let Err(e) = egress::serve(&dev, port) {
+                    log(format_args!("egress on 127.0.0.1:{port} over {}: {e}", dev.display()));
+                }
+            });
+        }
+        (Some(_), None) => log(format_args!("no {} virtio-serial port appeared", mux::PORT_NAME)),
+        (None, _) => {}
     }
     let threads: Vec<_> = ports
         .into_iter()
@@ -161,9 +184,13 @@ impl Read for &Port {
 
 impl Port {
     fn send(&self, kind: Kind, payload: &[u8]) -> io::Result<()> {
-        let frame = wire::encode(kind, payload);
+        self.send_raw(&wire::encode(kind, payload))
+    }
+
+    /// Writes one whole frame, none other interleaved.
+    fn send_raw(&self, frame: &[u8]) -> io::Result<()> {
         let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        let mut rest = &frame[..];
+        let mut rest = frame;
         while !rest.is_empty() {
             match (&*self.file).write(rest) {
                 Ok(n) => rest = &rest[n..],
