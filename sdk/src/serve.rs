@@ -118,11 +118,17 @@ pub struct HostHandle {
     peer: Arc<OnceLock<Peer>>,
     config: Arc<OnceLock<serde_json::Value>>,
     state_dir: Arc<OnceLock<Option<PathBuf>>>,
+    core_features: Arc<OnceLock<Vec<String>>>,
 }
 
 impl HostHandle {
     fn new() -> Self {
-        HostHandle { peer: Arc::new(OnceLock::new()), config: Arc::new(OnceLock::new()), state_dir: Arc::default() }
+        HostHandle {
+            peer: Arc::new(OnceLock::new()),
+            config: Arc::new(OnceLock::new()),
+            state_dir: Arc::default(),
+            core_features: Arc::default(),
+        }
     }
 
     /// The driver-specific configuration from the handshake (`null` if none).
@@ -137,6 +143,13 @@ impl HostHandle {
     /// handshake). Set before `info()` and `capabilities()` are asked for.
     pub fn state_dir(&self) -> Option<&Path> {
         self.state_dir.get().and_then(|d| d.as_deref())
+    }
+
+    /// Whether core's handshake named `feature` (a
+    /// [`core_feature`](crate::protocol::core_feature)); set before
+    /// `info()` and `capabilities()` are asked for.
+    pub fn core_has(&self, feature: &str) -> bool {
+        self.core_features.get().is_some_and(|f| f.iter().any(|x| x == feature))
     }
 
     pub async fn run(&self, params: RunParams) -> Result<ExitStatus, DriverError> {
@@ -206,6 +219,7 @@ fn handshake<D: ?Sized>(
     }
     let _ = state.host.config.set(p.config);
     let _ = state.host.state_dir.set(p.state_dir);
+    let _ = state.host.core_features.set(p.features);
     let (info, capabilities) = describe();
     state.handshaken.store(true, Ordering::SeqCst);
     Ok(HandshakeResult {

@@ -200,6 +200,7 @@ impl Connection {
         timeouts: Timeouts,
         config: serde_json::Value,
         state_dir: Option<PathBuf>,
+        features: Vec<String>,
     ) -> Result<Connection> {
         let mut child = Command::new(path)
             .stdin(Stdio::piped())
@@ -213,17 +214,22 @@ impl Connection {
         let tail = StderrTail::collect(child.stderr.take().expect("piped"));
         let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
         let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
-        let hello = link.handshake(config, state_dir).await?;
+        let hello = link.handshake(config, state_dir, features).await?;
         Ok(Connection { path: path.to_owned(), hello, link })
     }
 }
 
 impl Link {
-    async fn handshake(&self, config: serde_json::Value, state_dir: Option<PathBuf>) -> Result<HandshakeResult> {
+    async fn handshake(
+        &self,
+        config: serde_json::Value,
+        state_dir: Option<PathBuf>,
+        features: Vec<String>,
+    ) -> Result<HandshakeResult> {
         let params = HandshakeParams {
             protocol: version::protocol_version(),
             core_version: env!("CARGO_PKG_VERSION").to_owned(),
-            features: Vec::new(),
+            features,
             config,
             state_dir,
         };

@@ -371,7 +371,8 @@ impl Drivers {
             let reverse = Reverse::new(inner);
             (reverse_methods(Some(reverse.clone())), Some(reverse))
         };
-        let conn = spawn_checked(&entry.driver, Role::Host, methods, &self.config, entry.config.clone()).await?;
+        let conn =
+            spawn_checked(&entry.driver, Role::Host, methods, &self.config, entry.config.clone(), Vec::new()).await?;
         let link = Arc::new(HostLink { name: name.clone(), conn, reverse });
         self.hosts.lock().await.insert(name.clone(), link.clone());
         Ok(link)
@@ -399,9 +400,13 @@ impl Drivers {
             let remote = self.host_entry(host).is_some_and(|e| e.driver != crate::hosts::LOCAL);
             let config =
                 if remote { serde_json::json!({ "host": { "remote": true } }) } else { serde_json::Value::Null };
+            // The sandbox is chosen (by the request, or by the choice that
+            // read a listing's health): a failure shows in the call that
+            // meets it, so the driver need not spend its probes on health.
+            let features = vec![tinybox_sdk::protocol::core_feature::HEALTH_NOT_READ.to_owned()];
             let (host_link, conn) = tokio::join!(
                 self.host(host),
-                spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, config)
+                spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, config, features)
             );
             let conn = conn?;
             match host_link {
@@ -443,11 +448,12 @@ pub async fn spawn_checked<C: Send + Sync + 'static>(
     methods: RpcModule<C>,
     config: &DriverConfig,
     driver_config: serde_json::Value,
+    features: Vec<String>,
 ) -> Result<Connection> {
     let path = discover::find(&config.search_dirs, name)
         .ok_or_else(|| Error::DriverNotFound { name: name.to_owned(), searched: config.search_dirs.clone() })?;
     let state_dir = config.driver_state_dir(name);
-    let conn = Connection::spawn(name, &path, methods, config.timeouts, driver_config, state_dir).await?;
+    let conn = Connection::spawn(name, &path, methods, config.timeouts, driver_config, state_dir, features).await?;
     check_hello(name, role, &conn).await?;
     Ok(conn)
 }
@@ -529,7 +535,9 @@ mod tests {
             ..DriverConfig::from_env()
         };
         let conn =
-            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null).await.unwrap();
+            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null, Vec::new())
+                .await
+                .unwrap();
         conn.close().await;
         let expected = store.path().join("drivers").join("recorder");
         assert_eq!(handshake_params(bin.path()).state_dir, Some(expected.clone()));
@@ -543,7 +551,9 @@ mod tests {
         install_recording_host(bin.path(), "recorder");
         let config = DriverConfig { search_dirs: vec![bin.path().to_path_buf()], ..DriverConfig::from_env() };
         let conn =
-            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null).await.unwrap();
+            spawn_checked("recorder", Role::Host, RpcModule::new(()), &config, serde_json::Value::Null, Vec::new())
+                .await
+                .unwrap();
         conn.close().await;
         assert_eq!(handshake_params(bin.path()).state_dir, None);
         let line = std::fs::read_to_string(bin.path().join("handshake.json")).unwrap();

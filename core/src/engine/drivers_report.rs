@@ -131,7 +131,9 @@ impl Tinybox {
                     error: None,
                 };
                 let methods = jsonrpsee::RpcModule::new(());
-                match Connection::spawn(&name, &path, methods, timeouts, serde_json::Value::Null, state_dir).await {
+                match Connection::spawn(&name, &path, methods, timeouts, serde_json::Value::Null, state_dir, Vec::new())
+                    .await
+                {
                     Ok(conn) => {
                         let h = &conn.hello;
                         report.role = Some(h.role);

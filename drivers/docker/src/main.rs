@@ -59,6 +59,8 @@ struct DockerSandbox {
     /// Whether the daemon is on the box's host, whose addresses the fence
     /// reads (decided in the handshake).
     fenced: std::sync::OnceLock<bool>,
+    /// Core said it does not read the handshake's health (decided there).
+    health_not_read: std::sync::OnceLock<bool>,
 }
 
 /// Whether boxes are made on this machine: core's host is not another one
@@ -118,13 +120,25 @@ const DAEMON_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 /// says what this machine shows: whether a docker CLI is on PATH and
 /// whether its daemon (`DOCKER_HOST`'s, inherited from core) answers
 /// `docker version` within [`DAEMON_PROBE`]. Read-only; a sandbox that is
-/// not healthy is never picked, and a create names the problem.
-fn health() -> Health {
+/// not healthy is never picked, and a create names the problem. Without
+/// `probe` (core does not read this health: it chose docker already, see
+/// `core_feature::HEALTH_NOT_READ`) the daemon is not asked — each
+/// `tinybox exec` would otherwise pay a `docker version` — and a daemon
+/// that does not answer is named by the command that meets it (failure.rs).
+fn health(probe: bool) -> Health {
     let found = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("docker")).find(|d| d.is_file()));
+    health_of(found, probe)
+}
+
+/// [`health`] with the docker CLI found at `found`.
+fn health_of(found: Option<std::path::PathBuf>, probe: bool) -> Health {
     let Some(cli) = found else {
         return Health::unavailable("no docker CLI on PATH; install docker (docker.io on Debian)");
     };
+    if !probe {
+        return Health::ok_with(format!("docker CLI at {}; the daemon was not asked", cli.display()));
+    }
     match probe_daemon(&cli, DAEMON_PROBE) {
         Ok(version) => Health::ok_with(format!("docker daemon {version} answers (docker CLI at {})", cli.display())),
         Err(why) => Health::unavailable(format!(
@@ -173,10 +187,12 @@ impl SandboxDriver for DockerSandbox {
         let (docker_host, context) = (env("DOCKER_HOST"), env("DOCKER_CONTEXT"));
         let _ = self.local.set(is_local(host.config(), docker_host.as_deref(), context.as_deref()));
         let _ = self.fenced.set(daemon_on_host(docker_host.as_deref(), context.as_deref()));
+        let _ = self.health_not_read.set(host.core_has(tinybox_sdk::protocol::core_feature::HEALTH_NOT_READ));
     }
 
     fn info(&self) -> DriverInfo {
-        DriverInfo { name: "docker".into(), version: env!("CARGO_PKG_VERSION").into(), health: health() }
+        let probe = !self.health_not_read.get().copied().unwrap_or(false);
+        DriverInfo { name: "docker".into(), version: env!("CARGO_PKG_VERSION").into(), health: health(probe) }
     }
 
     fn capabilities(&self) -> SandboxCapabilities {
@@ -252,12 +268,30 @@ fn main() {
         docker: Docker::new(Config::from_env()),
         local: Default::default(),
         fenced: Default::default(),
+        health_not_read: Default::default(),
     })
 }
 
 #[cfg(test)]
 mod main_tests {
     use super::*;
+
+    #[test]
+    fn the_daemon_is_asked_only_when_core_reads_the_health() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (cli, asked) = (dir.path().join("docker"), dir.path().join("asked"));
+        let script = format!("#!/bin/sh\necho \"$@\" >> {}\necho 20.10.24\n", asked.display());
+        std::fs::write(&cli, script).unwrap();
+        std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let unread = health_of(Some(cli.clone()), false);
+        assert!(unread.ok && unread.detail.as_deref().is_some_and(|d| d.contains("not asked")), "{unread:?}");
+        assert!(!asked.exists(), "the daemon was asked though core reads no health");
+        let read = health_of(Some(cli), true);
+        assert!(read.ok && read.detail.as_deref().is_some_and(|d| d.contains("20.10.24")), "{read:?}");
+        assert_eq!(std::fs::read_to_string(&asked).unwrap(), "version --format {{.Server.Version}}\n");
+        assert!(!health_of(None, false).ok, "no CLI is unhealthy either way");
+    }
 
     #[test]
     fn the_declaration_is_consistent_and_claims_no_disk_limit_or_pause() {

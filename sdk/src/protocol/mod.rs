@@ -55,6 +55,16 @@ impl std::fmt::Display for Role {
     }
 }
 
+/// What core may say in [`HandshakeParams::features`].
+pub mod core_feature {
+    /// Core already chose this driver for a box and does not read the
+    /// answer's `health`: a failure will show in the call that meets it.
+    /// A driver MAY skip probes that cost time (docker's `docker version`)
+    /// and answer healthy as far as it looked without them. Never sent by a
+    /// listing (`tinybox drivers`) or the sandbox choice, which rely on it.
+    pub const HEALTH_NOT_READ: &str = "health_not_read";
+}
+
 /// Core's first message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandshakeParams {
@@ -62,7 +72,7 @@ pub struct HandshakeParams {
     pub protocol: semver::Version,
     /// Core's own version, for logs.
     pub core_version: String,
-    /// Optional protocol features core understands.
+    /// Optional protocol features core understands (see [`core_feature`]).
     #[serde(default)]
     pub features: Vec<String>,
     /// Driver-specific configuration (a configured host's destination, say);
