@@ -114,34 +114,41 @@ impl Tinybox {
         // Each file's hash from the last sync of this directory, kept in the
         // store, where a box cannot write.
         let cache_dir = self.store_dir().map(|d| d.join(SYNC_CACHE_DIR));
-        let (tree, fingerprint) = tokio::task::spawn_blocking(move || {
+        let scan = tokio::task::spawn_blocking(move || {
             let tree = Tree::scan(&root)?;
             let fp = match &cache_dir {
                 Some(dir) => tree.fingerprint_cached(dir)?,
                 None => tree.fingerprint()?,
             };
             Ok::<_, SyncError>((tree, fp))
-        })
-        .await
-        .map_err(|e| SyncError::Task(format!("reading the workspace failed: {e}")))??;
+        });
+        // The far side's marker is read while the tree is: neither needs the
+        // other, and an unchanged sync is then the longer of the two, not both.
+        let far_side = async {
+            let link = self.drivers.host(host).await?;
+            let marker =
+                if fresh { None } else { Some(self.run_captured(&link, transfer::marker_argv(remote), None).await?) };
+            Ok::<_, Error>((link, marker))
+        };
+        let (scanned, far_side) = tokio::join!(scan, far_side);
+        let (tree, fingerprint) =
+            scanned.map_err(|e| SyncError::Task(format!("reading the workspace failed: {e}")))??;
         let (files, bytes) = tree.totals();
         observe(SyncEvent::Scanned { files, bytes });
-        let link = self.drivers.host(host).await?;
-        if !fresh {
-            let marker = self.run_captured(&link, transfer::marker_argv(remote), None).await?;
-            if marker.status.success()
-                && transfer::parse_marker(&marker.stdout).as_deref() == Some(fingerprint.as_str())
-            {
-                observe(SyncEvent::Unchanged);
-                return Ok(SyncReport {
-                    sent: false,
-                    files,
-                    bytes,
-                    stream_bytes: 0,
-                    fingerprint,
-                    remote_dir: remote.to_owned(),
-                });
-            }
+        let (link, marker) = far_side?;
+        if let Some(marker) = marker
+            && marker.status.success()
+            && transfer::parse_marker(&marker.stdout).as_deref() == Some(fingerprint.as_str())
+        {
+            observe(SyncEvent::Unchanged);
+            return Ok(SyncReport {
+                sent: false,
+                files,
+                bytes,
+                stream_bytes: 0,
+                fingerprint,
+                remote_dir: remote.to_owned(),
+            });
         }
         let counters = Arc::new(Counters::default());
         observe(SyncEvent::Sending { files, bytes, counters: counters.clone() });

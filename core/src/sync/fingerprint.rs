@@ -157,17 +157,22 @@ impl Tree {
     /// own (in parallel), then folded in sorted path order together with
     /// each path, kind and executable bit, under the rules' identity.
     pub fn fingerprint(&self) -> Result<String, SyncError> {
-        Ok(self.merkle_root(&self.leaf_hashes(None)?))
+        Ok(self.merkle_root(&self.leaf_hashes(None)?.0))
     }
 
     /// [`Tree::fingerprint`], reading only the files whose metadata changed
     /// since the cache kept in `cache_dir` for this tree was saved, then
     /// saving it (see [`super::leaf_cache`]).
+    /// A cache that already holds exactly this tree's leaves (every file
+    /// found in it, nothing else in it) is not written again.
     pub fn fingerprint_cached(&self, cache_dir: &Path) -> Result<String, SyncError> {
         let cache = LeafCache::load(cache_dir, &self.root);
-        let leaves = self.leaf_hashes(Some(&cache))?;
-        let files = self.entries.iter().zip(&leaves).filter_map(|(e, leaf)| leaf.map(|h| (&e.rel[..], e.stat, h)));
-        cache.save(files, self.scanned_at);
+        let (leaves, read) = self.leaf_hashes(Some(&cache))?;
+        let (files, _) = self.totals();
+        if read > 0 || cache.len() as u64 != files {
+            let found = self.entries.iter().zip(&leaves).filter_map(|(e, leaf)| leaf.map(|h| (&e.rel[..], e.stat, h)));
+            cache.save(found, self.scanned_at);
+        }
         Ok(self.merkle_root(&leaves))
     }
 
@@ -191,10 +196,12 @@ impl Tree {
     }
 
     /// Each file's content hash (`None` for directories): from `cache` when
-    /// its metadata is unchanged, otherwise read, on several threads.
-    fn leaf_hashes(&self, cache: Option<&LeafCache>) -> Result<Vec<Option<blake3::Hash>>, SyncError> {
+    /// its metadata is unchanged, otherwise read, on several threads; and
+    /// how many files were read.
+    fn leaf_hashes(&self, cache: Option<&LeafCache>) -> Result<(Vec<Option<blake3::Hash>>, usize), SyncError> {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
         let next = AtomicUsize::new(0);
+        let read = AtomicUsize::new(0);
         let mut leaves: Vec<Option<blake3::Hash>> = vec![None; self.entries.len()];
         let results: Vec<Result<Vec<(usize, blake3::Hash)>, SyncError>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
@@ -209,7 +216,10 @@ impl Tree {
                                 let known = cache.and_then(|c| c.get(&entry.rel, &entry.stat));
                                 let hash = match known {
                                     Some(h) => h,
-                                    None => hash_file(&entry.path, &mut buf)?,
+                                    None => {
+                                        read.fetch_add(1, Ordering::Relaxed);
+                                        hash_file(&entry.path, &mut buf)?
+                                    }
                                 };
                                 done.push((i, hash));
                             }
@@ -225,7 +235,7 @@ impl Tree {
                 leaves[i] = Some(h);
             }
         }
-        Ok(leaves)
+        Ok((leaves, read.into_inner()))
     }
 }
 

@@ -283,3 +283,32 @@ fn an_unchanged_file_is_taken_from_the_cache_not_read() {
     let through_cache = Tree::scan(d.path()).unwrap().fingerprint_cached(cache.path()).unwrap();
     assert_ne!(through_cache, fp(d.path()), "the cached leaf was not used");
 }
+
+#[test]
+fn a_cache_that_already_holds_the_tree_is_not_written_again() {
+    let d = sample();
+    let cache = tempfile::tempdir().unwrap();
+    // Scans as if an hour had passed, so nothing is racily clean.
+    let later = |root: &Path| {
+        let mut tree = Tree::scan(root).unwrap();
+        tree.scanned_at += std::time::Duration::from_secs(3600);
+        tree.fingerprint_cached(cache.path()).unwrap()
+    };
+    let saved_as = || {
+        use std::os::unix::fs::MetadataExt;
+        let file = std::fs::read_dir(cache.path()).unwrap().next().unwrap().unwrap().path();
+        std::fs::metadata(file).unwrap().ino()
+    };
+    assert_eq!(later(d.path()), fp(d.path()));
+    let first = saved_as();
+    assert_eq!(later(d.path()), fp(d.path()));
+    assert_eq!(saved_as(), first, "an unchanged tree rewrote its cache");
+    // A new file, then a removed one: each is saved (replaced by rename).
+    write(d.path(), "src/new.rs", "// new\n");
+    assert_eq!(later(d.path()), fp(d.path()));
+    let second = saved_as();
+    assert_ne!(second, first, "a new file was not saved");
+    std::fs::remove_file(d.path().join("src/new.rs")).unwrap();
+    assert_eq!(later(d.path()), fp(d.path()));
+    assert_ne!(saved_as(), second, "a removed file was kept in the cache");
+}

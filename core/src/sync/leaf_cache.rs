@@ -83,6 +83,16 @@ impl LeafCache {
         LeafCache { path, root, known }
     }
 
+    /// How many files the cache holds.
+    pub fn len(&self) -> usize {
+        self.known.len()
+    }
+
+    /// Whether the cache holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
     /// The hash recorded for `rel` if the file is still what it was.
     pub fn get(&self, rel: &[u8], key: &StatKey) -> Option<blake3::Hash> {
         self.known.get(rel).filter(|(k, _)| k == key).map(|(_, h)| blake3::Hash::from_bytes(*h))

@@ -53,9 +53,17 @@ pub struct Counters {
     pub files: AtomicU64,
 }
 
+/// How much of the stream is gathered before it is written to the pipe.
+/// The tar crate writes each entry as three small writes (header, contents,
+/// padding); written straight to the pipe, each became its own ssh packet
+/// and its own wake-up of every process on the way to the far side's tar:
+/// a 100,000-file tree of small files took 6x as long as `tar -c | ssh tar -x`.
+pub const STREAM_BUFFER: usize = 256 * 1024;
+
 /// Writes `tree` as a tar stream to `out`, counting into `counters`.
 pub fn write_tar<W: Write>(tree: &Tree, out: W, counters: &Arc<Counters>) -> io::Result<()> {
-    let mut builder = tar::Builder::new(Counting { inner: out, counters: counters.clone() });
+    let counting = Counting { inner: out, counters: counters.clone() };
+    let mut builder = tar::Builder::new(io::BufWriter::with_capacity(STREAM_BUFFER, counting));
     for entry in &tree.entries {
         let path = Path::new(std::ffi::OsStr::from_bytes(&entry.rel));
         let mut header = tar::Header::new_gnu();
@@ -83,7 +91,7 @@ pub fn write_tar<W: Write>(tree: &Tree, out: W, counters: &Arc<Counters>) -> io:
             }
         }
     }
-    builder.into_inner()?.flush()
+    builder.into_inner()?.into_inner().map_err(io::IntoInnerError::into_error)?.flush()
 }
 
 /// Exactly `left` bytes, or an error: a file that shrank while it was sent
