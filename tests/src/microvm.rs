@@ -2,7 +2,7 @@
 //! create flags every test uses (emulation: these machines' KVM cannot run
 //! a guest), and the processes a store's VMs are.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::boxes::BoxEnv;
 
@@ -114,4 +114,18 @@ pub fn xattr_names(path: &Path) -> Vec<String> {
     let len =
         rustix::fs::llistxattr(path, &mut buf[..]).unwrap_or_else(|e| panic!("listxattr {}: {e}", path.display()));
     buf[..len].split(|b| *b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()
+}
+
+/// Kills whatever processes under a store's directory (QEMU, passt, an
+/// egress relay) a failing test leaves running, when dropped.
+pub struct Reaper(pub PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for (pid, _) in processes_under(&self.0) {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
 }

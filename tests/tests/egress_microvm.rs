@@ -11,24 +11,11 @@ use std::path::PathBuf;
 use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::egress::{in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text, wait_gone};
-use tinybox_tests::microvm::{TCG, processes_under};
+use tinybox_tests::microvm::{Reaper, TCG, processes_under};
 use tinybox_tests::netns::{HTTP_PORT, TestHost};
 use tinybox_tests::{need_microvm, skip};
 
 const TEST: &str = "egress_microvm::a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_relay";
-
-/// Kills whatever a failing test leaves running under the store.
-struct Reaper(PathBuf);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for (pid, _) in processes_under(&self.0) {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
-    }
-}
 
 /// The bytes `/big` answers with: 32 MiB, more than the guest's socket
 /// buffers, the mux's window and the host's sockets together hold.

@@ -10,7 +10,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use tinybox_tests::boxes::{BoxEnv, Principal};
-use tinybox_tests::microvm::{TCG, processes_under, vm_dirs};
+use tinybox_tests::microvm::{Reaper, TCG, processes_under, vm_dirs};
 use tinybox_tests::{need_microvm, read_line_within, skip};
 
 const GUARD: Duration = Duration::from_secs(120);
@@ -50,20 +50,6 @@ fn remove_and_check_clean(env: &BoxEnv, id: &str) {
     run_ok(env, &["rm", id]);
     assert!(!dir.exists(), "{}: rm left {}", env.who.label(), dir.display());
     assert_eq!(processes_under(&dir), vec![], "{}: rm left processes of {}", env.who.label(), dir.display());
-}
-
-/// Kills whatever VMs a test leaves behind when it fails midway, so a
-/// failure never leaves QEMU running.
-struct Reaper(PathBuf);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for (pid, _) in processes_under(&self.0) {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
-    }
 }
 
 fn env_for(who: &Principal) -> (BoxEnv, Reaper) {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::docker::{self, Namespace};
-use tinybox_tests::microvm::{TCG, processes_under};
+use tinybox_tests::microvm::{Reaper, TCG};
 use tinybox_tests::{have, need_microvm, skip};
 
 /// Bounds a hung exec; asserts nothing about speed.
@@ -400,18 +400,5 @@ fn microvm_box_cannot_reach_the_callers_files() {
         }
         let rm = t.env.run(&["rm", &t.id]);
         assert!(rm.status.success(), "{}: {}", t.label, text(&rm.stderr));
-    }
-}
-
-/// Kills whatever VMs of a store a failing test leaves behind.
-struct Reaper(PathBuf);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for (pid, _) in processes_under(&self.0) {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-        }
     }
 }

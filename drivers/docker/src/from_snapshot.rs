@@ -89,16 +89,7 @@ pub async fn snapshot_exec(host: &dyn Host, p: SnapshotExecParams) -> Result<Exi
     }
     let container = container_name(&p.namespace, p.box_id.as_str());
     clear_leftover(host, &container, &p).await?;
-    let params = RunParams {
-        exec_id: p.exec_id.clone(),
-        argv: run_argv(&container, &p),
-        env: Default::default(),
-        clear_env: false,
-        cwd: None,
-        stdio: p.stdio.clone(),
-        tty: None,
-        tty_session_inside: false,
-    };
+    let params = RunParams::forwarded(&p.exec_id, run_argv(&container, &p), p.stdio.clone(), None);
     let status = host.run(params).await;
     // `--rm` removed it unless the client was killed before the command
     // ended (or the run itself failed): then it goes here.

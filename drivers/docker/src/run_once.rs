@@ -74,16 +74,7 @@ impl Docker {
             // Cancelled before it started: nothing is made.
             return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
         };
-        let params = RunParams {
-            exec_id: p.exec_id.clone(),
-            argv: command,
-            env: Default::default(),
-            clear_env: false,
-            cwd: None,
-            stdio: p.stdio.clone(),
-            tty: None,
-            tty_session_inside: false,
-        };
+        let params = RunParams::forwarded(&p.exec_id, command, p.stdio.clone(), None);
         let status = host.run(params).await;
         // A signal ended the client's shell (core cancelled the forwarded
         // run, or the host went): the container may run on.

@@ -364,16 +364,7 @@ impl Docker {
             // Cancelled before it started: it never does.
             return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
         };
-        let params = RunParams {
-            exec_id: p.exec_id.clone(),
-            argv: command,
-            env: Default::default(),
-            clear_env: false,
-            cwd: None,
-            stdio: p.stdio,
-            tty: p.request.tty,
-            tty_session_inside: false,
-        };
+        let params = RunParams::forwarded(&p.exec_id, command, p.stdio, p.request.tty);
         let (lifeline_end, mut lifeline) = match std::io::pipe() {
             Ok(pair) => pair,
             Err(e) => {

@@ -161,6 +161,25 @@ pub struct RunParams {
     pub tty_session_inside: bool,
 }
 
+impl RunParams {
+    /// `argv` run as it is on the host's own environment and working
+    /// directory, with the streams `stdio` names (on a terminal of `tty`'s
+    /// size when given): what a driver forwarding a box's command to the
+    /// host's docker or ssh client sends.
+    pub fn forwarded(exec_id: &str, argv: Vec<String>, stdio: StdioRef, tty: Option<TtySize>) -> RunParams {
+        RunParams {
+            exec_id: exec_id.to_owned(),
+            argv,
+            env: BTreeMap::new(),
+            clear_env: false,
+            cwd: None,
+            stdio,
+            tty,
+            tty_session_inside: false,
+        }
+    }
+}
+
 /// The result of `host.run` and `sandbox.exec`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct RunResult {
