@@ -30,6 +30,7 @@ const ALLOWLIST_CLAIMS: &[&str] = &[
     "network.allowlist.https_connect",
     "network.allowlist.sni_mismatch_refused",
     "network.allowlist.redirect_refused",
+    "network.allowlist.host_unreachable",
 ];
 
 /// The test host: HTTP on [`HTTP_PORT`] (`/redirect` answers 302 to

@@ -163,6 +163,7 @@ impl Kit<'_> {
             Claim::AllowlistHttpsConnect => self.tunnel(id, t, &t.allowed_name, None).await?,
             Claim::AllowlistSniMismatchRefused => self.tunnel(id, t, &t.refused_name, Some(tunnel_works)).await?,
             Claim::AllowlistRedirectRefused => self.redirect(id, t).await?,
+            Claim::AllowlistHostUnreachable => self.host_unreachable_listed(id).await?,
             other => (Status::Skipped, format!("{other} is not an allowlist claim")),
         })
     }
@@ -325,6 +326,35 @@ impl Kit<'_> {
         Ok(tunnel_verdict(&reply, &log, &authority, sni, mismatch))
     }
 
+    /// The kit listens on every address of the host (`[::]`, so IPv4 and
+    /// IPv6 alike, as a service on 0.0.0.0 does); the box tries each of
+    /// the host's addresses, IPv6 ones included, straight with nc and
+    /// through its proxy settings with wget. The listener must accept
+    /// nothing.
+    async fn host_unreachable_listed(&self, id: &BoxId) -> tinybox_core::Result<Verdict> {
+        let bound = std::net::TcpListener::bind("[::]:0")
+            .or_else(|_| std::net::TcpListener::bind("0.0.0.0:0"))
+            .and_then(|l| l.set_nonblocking(true).map(|()| l));
+        let listener = bound.map_err(|e| tinybox_core::Error::io("listen on a host port for the host probe", e))?;
+        let port = listener.local_addr().map_err(|e| tinybox_core::Error::io("read the probe's port", e))?.port();
+        let mut addrs = super::levels::host_addresses();
+        addrs.push("10.0.2.2".into());
+        addrs.extend(host_addresses_v6());
+        let mut script = format!("{FIND_NC}; {WGET}; ");
+        for a in &addrs {
+            let url = if a.contains(':') { format!("http://[{a}]:{port}/") } else { format!("http://{a}:{port}/") };
+            script += &format!(
+                "$NC -w 2 {a} {port} </dev/null >/dev/null 2>&1 && echo reached={a}; \
+                 $W -q -O /dev/null '{url}' >/dev/null 2>&1 && echo reached={a}-through-the-proxy; "
+            );
+        }
+        script += "echo done";
+        let out = self.sh(id, &script).await?;
+        let accepted = listener.accept().is_ok();
+        let unfinished = format!("the probe did not finish ({}): {}", out.status, out.stderr_line());
+        Ok(listed_host_verdict(&out.stdout, accepted, &addrs, port, unfinished))
+    }
+
     /// A redirect from the allowed host to the refused name. A run that
     /// cannot tell (wget did not get as far as the second request: seen
     /// once in five under a loaded machine's four parallel kits) is tried
@@ -485,3 +515,40 @@ fn tunnel_verdict(reply: &[u8], log: &[Decision], authority: &str, sni: &str, mi
 #[cfg(test)]
 #[path = "allowlist_tests.rs"]
 mod tests;
+
+/// What the host probe of an allowlist box saw: `reached=ADDR` lines, and
+/// whether the kit's listener accepted a connection.
+fn listed_host_verdict(stdout: &str, accepted: bool, addrs: &[String], port: u16, unfinished: String) -> Verdict {
+    let reached: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("reached=")).collect();
+    if stdout.lines().any(|l| l == "no-nc") {
+        (Status::Skipped, "the box has no nc (nor busybox nc) to connect with".into())
+    } else if accepted || !reached.is_empty() {
+        let via =
+            if reached.is_empty() { "a connection its output did not show".to_owned() } else { reached.join(", ") };
+        (Status::Fail, format!("an allowlist box reached the kit's listener on port {port} of the host (via {via})"))
+    } else if !stdout.lines().any(|l| l == "done") {
+        (Status::Fail, unfinished)
+    } else {
+        (
+            Status::Pass,
+            format!(
+                "an allowlist box reached none of the host's {} on port {port}, directly or through its proxy",
+                addrs.join(", ")
+            ),
+        )
+    }
+}
+
+/// The host's own IPv6 addresses (`/proc/net/if_inet6`), loopback first.
+fn host_addresses_v6() -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/if_inet6").unwrap_or_default();
+    let mut addrs: Vec<String> = table
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|hex| u128::from_str_radix(hex, 16).ok())
+        .map(|n| std::net::Ipv6Addr::from(n).to_string())
+        .collect();
+    addrs.sort_by_key(|a| a != "::1");
+    addrs.dedup();
+    addrs
+}

@@ -83,3 +83,17 @@ fn the_dns_query_names_the_host() {
     assert_eq!(&q[12..], b"\x07allowed\x04test\x00\x00\x01\x00\x01");
     assert_eq!(unhex("485454500a"), b"HTTP\n");
 }
+
+#[test]
+fn an_allowlist_box_that_reaches_the_host_fails_the_host_claim() {
+    let addrs = vec!["127.0.0.1".to_owned(), "::1".to_owned()];
+    let done = |out: &str, accepted: bool| listed_host_verdict(out, accepted, &addrs, 4000, "cut".into()).0;
+    assert_eq!(done("done\n", false), Status::Pass);
+    assert_eq!(done("reached=::1\ndone\n", false), Status::Fail);
+    assert_eq!(done("reached=127.0.0.1-through-the-proxy\ndone\n", false), Status::Fail);
+    assert_eq!(done("done\n", true), Status::Fail, "the listener's accept counts even unseen");
+    assert_eq!(done("", false), Status::Fail, "a probe that did not finish proves nothing");
+    assert_eq!(done("no-nc\ndone\n", false), Status::Skipped);
+    let v6 = host_addresses_v6();
+    assert!(v6.iter().all(|a| a.parse::<std::net::Ipv6Addr>().is_ok()), "{v6:?}");
+}

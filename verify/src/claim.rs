@@ -41,6 +41,7 @@ pub enum Claim {
     AllowlistHttpsConnect,
     AllowlistSniMismatchRefused,
     AllowlistRedirectRefused,
+    AllowlistHostUnreachable,
     EgressFenceHostUnreachable,
     EgressFencePrivateUnreachable,
     SnapshotFilesystem,
@@ -79,7 +80,7 @@ pub enum Requirement {
 
 impl Claim {
     /// Every claim, in report order: the property claims, then the protocol ones.
-    pub const ALL: [Claim; 45] = [
+    pub const ALL: [Claim; 46] = [
         Claim::ProcessCannotSignalCaller,
         Claim::ProcessEnvRoundTrip,
         Claim::ProcessCannotPtraceCaller,
@@ -111,6 +112,7 @@ impl Claim {
         Claim::AllowlistHttpsConnect,
         Claim::AllowlistSniMismatchRefused,
         Claim::AllowlistRedirectRefused,
+        Claim::AllowlistHostUnreachable,
         Claim::EgressFenceHostUnreachable,
         Claim::EgressFencePrivateUnreachable,
         Claim::SnapshotFilesystem,
@@ -161,6 +163,7 @@ impl Claim {
             Claim::AllowlistHttpsConnect => "network.allowlist.https_connect",
             Claim::AllowlistSniMismatchRefused => "network.allowlist.sni_mismatch_refused",
             Claim::AllowlistRedirectRefused => "network.allowlist.redirect_refused",
+            Claim::AllowlistHostUnreachable => "network.allowlist.host_unreachable",
             Claim::EgressFenceHostUnreachable => "network.egress_fence.host_unreachable",
             Claim::EgressFencePrivateUnreachable => "network.egress_fence.private_unreachable",
             Claim::SnapshotFilesystem => "snapshot.filesystem",
@@ -215,7 +218,8 @@ impl Claim {
             | Claim::AllowlistNoDns
             | Claim::AllowlistHttpsConnect
             | Claim::AllowlistSniMismatchRefused
-            | Claim::AllowlistRedirectRefused => Requirement::NetworkAllowlist,
+            | Claim::AllowlistRedirectRefused
+            | Claim::AllowlistHostUnreachable => Requirement::NetworkAllowlist,
             Claim::EgressFenceHostUnreachable | Claim::EgressFencePrivateUnreachable => Requirement::EgressFence,
             Claim::SnapshotFilesystem => Requirement::Snapshot,
             Claim::FeatureFork => Requirement::Feature(Feature::Fork),

@@ -105,6 +105,7 @@ pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &Bo
         | Claim::AllowlistHttpsConnect
         | Claim::AllowlistSniMismatchRefused
         | Claim::AllowlistRedirectRefused
+        | Claim::AllowlistHostUnreachable
         | Claim::EgressFenceHostUnreachable
         | Claim::EgressFencePrivateUnreachable
         | Claim::ProtocolCallBeforeHandshake
