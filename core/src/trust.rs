@@ -66,11 +66,23 @@ pub fn trust_of(
     declared: &SandboxCapabilities,
     options: &BTreeMap<String, String>,
 ) -> Trust {
+    trust_remembering(store_dir, path, declared, options, false)
+}
+
+/// [`trust_of`]; with `remember`, the binary's digest is kept in the
+/// store for the next lookup (a create does; a listing writes nothing).
+fn trust_remembering(
+    store_dir: Option<&Path>,
+    path: Option<&Path>,
+    declared: &SandboxCapabilities,
+    options: &BTreeMap<String, String>,
+    remember: bool,
+) -> Trust {
     if declared.isolation == IsolationLevel::None {
         return Trust::NothingClaimed;
     }
     let (Some(store), Some(path)) = (store_dir, path) else { return Trust::Unverified };
-    judge(verdicts::load(store, path, options), declared, options)
+    judge(verdicts::load(store, path, options, remember), declared, options)
 }
 
 /// The trust `verdict` (one recorded for the binary in question) gives a
@@ -123,7 +135,8 @@ impl Tinybox {
     /// The trust in the driver behind `link`, for boxes made with `options`.
     pub(crate) fn trust_link(&self, link: &SandboxLink, options: &BTreeMap<String, String>) -> Trust {
         let path = link.connection().map(|c| c.path.clone());
-        trust_of(self.store_dir.as_deref(), path.as_deref(), &link.capabilities(), options)
+        // Only a create asks: the digest it computes is kept.
+        trust_remembering(self.store_dir.as_deref(), path.as_deref(), &link.capabilities(), options, true)
     }
 
     /// Requires a passing verdict for `sandbox` with `options`, earning one

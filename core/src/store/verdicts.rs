@@ -173,9 +173,10 @@ pub fn save(store: &Path, verdict: &Verdict) -> std::io::Result<()> {
 }
 
 /// The recorded verdict for the driver binary at `path` and boxes made with
-/// `options`, if any.
-pub fn load(store: &Path, path: &Path, options: &BTreeMap<String, String>) -> Option<Verdict> {
-    let digest = digest_in(store, path, true)?;
+/// `options`, if any. With `remember`, a digest computed on the way is
+/// kept ([`digest_in`]); a listing passes `false` and writes nothing.
+pub fn load(store: &Path, path: &Path, options: &BTreeMap<String, String>, remember: bool) -> Option<Verdict> {
+    let digest = digest_in(store, path, remember)?;
     let keyed = dir(store).join(&digest).join(format!("{}.json", options_key(options)));
     [keyed, legacy_file(store, &digest)]
         .iter()
@@ -266,12 +267,12 @@ mod tests {
         let bin = store.path().join("tinybox-driver-x");
         std::fs::write(&bin, b"one build").unwrap();
         let none = BTreeMap::new();
-        assert_eq!(load(store.path(), &bin, &none), None, "never verified");
+        assert_eq!(load(store.path(), &bin, &none, true), None, "never verified");
         let verdict = verdict(&bin, &[], true);
         save(store.path(), &verdict).unwrap();
-        assert_eq!(load(store.path(), &bin, &none), Some(verdict));
+        assert_eq!(load(store.path(), &bin, &none, true), Some(verdict));
         std::fs::write(&bin, b"another build").unwrap();
-        assert_eq!(load(store.path(), &bin, &none), None, "a rebuilt driver has earned nothing yet");
+        assert_eq!(load(store.path(), &bin, &none, true), None, "a rebuilt driver has earned nothing yet");
         assert_eq!(load_all(store.path(), &bin), vec![]);
     }
 
@@ -285,10 +286,10 @@ mod tests {
         let tcg_map = tcg.create_options.clone();
         save(store.path(), &default).unwrap();
         save(store.path(), &tcg).unwrap();
-        assert_eq!(load(store.path(), &bin, &BTreeMap::new()), Some(default.clone()), "tcg did not overwrite it");
-        assert_eq!(load(store.path(), &bin, &tcg_map), Some(tcg.clone()));
+        assert_eq!(load(store.path(), &bin, &BTreeMap::new(), true), Some(default.clone()), "tcg did not overwrite it");
+        assert_eq!(load(store.path(), &bin, &tcg_map, true), Some(tcg.clone()));
         let kvm: BTreeMap<String, String> = [("accel".to_owned(), "kvm".to_owned())].into();
-        assert_eq!(load(store.path(), &bin, &kvm), None, "never verified with accel=kvm");
+        assert_eq!(load(store.path(), &bin, &kvm, true), None, "never verified with accel=kvm");
         assert_eq!(load_all(store.path(), &bin), vec![default.clone(), tcg.clone()]);
 
         // Verifying again replaces only the verdict for the same options.
@@ -311,15 +312,15 @@ mod tests {
         });
         std::fs::write(legacy_file(store.path(), &old.digest), old_json.to_string()).unwrap();
         let none = BTreeMap::new();
-        assert_eq!(load(store.path(), &bin, &none), Some(old.clone()), "read as the default-options verdict");
+        assert_eq!(load(store.path(), &bin, &none, true), Some(old.clone()), "read as the default-options verdict");
         let tcg: BTreeMap<String, String> = [("accel".to_owned(), "tcg".to_owned())].into();
-        assert_eq!(load(store.path(), &bin, &tcg), None, "it says nothing of other options");
+        assert_eq!(load(store.path(), &bin, &tcg, true), None, "it says nothing of other options");
         assert_eq!(load_all(store.path(), &bin), vec![old.clone()]);
 
         // A verdict recorded now for the same options takes its place.
         let new = Verdict { verified_at: 9, ..old };
         save(store.path(), &new).unwrap();
-        assert_eq!(load(store.path(), &bin, &none), Some(new.clone()));
+        assert_eq!(load(store.path(), &bin, &none, true), Some(new.clone()));
         assert_eq!(load_all(store.path(), &bin), vec![new]);
 
         // An old file that recorded options is theirs, not the defaults'.
@@ -327,7 +328,7 @@ mod tests {
         std::fs::write(&bin2, b"other").unwrap();
         let old_tcg = verdict(&bin2, &[("accel", "tcg")], true);
         std::fs::write(legacy_file(store.path(), &old_tcg.digest), serde_json::to_vec(&old_tcg).unwrap()).unwrap();
-        assert_eq!(load(store.path(), &bin2, &none), None);
-        assert_eq!(load(store.path(), &bin2, &tcg), Some(old_tcg));
+        assert_eq!(load(store.path(), &bin2, &none, true), None);
+        assert_eq!(load(store.path(), &bin2, &tcg, true), Some(old_tcg));
     }
 }
