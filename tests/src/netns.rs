@@ -82,13 +82,18 @@ impl TestHost {
         if rustix::process::getuid().as_raw() != 0 || !crate::have("ip") {
             return None;
         }
-        let id = std::process::id() % 10_000;
+        // One per test host: a suite's tests run in threads of one process,
+        // and two hosts sharing a veth name or subnet would fail to start.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 10;
+        let id = std::process::id() % 1200 * 10 + n;
         let ns = format!("tbx-{tag}-{id}");
         let veth = format!("tbxh{id}");
         let peer = format!("tbxn{id}");
-        // Private addresses on a link that exists only on this machine.
-        let subnet = 16 + (id % 200);
-        let (host_addr, addr) = (format!("10.254.{subnet}.1"), format!("10.254.{subnet}.2"));
+        // Private addresses on a link that exists only on this machine: a
+        // /30 of its own for each of the 12,000 ids, in 10.254.16-203.
+        let (third, fourth) = (16 + id / 64, id % 64 * 4);
+        let (host_addr, addr) = (format!("10.254.{third}.{}", fourth + 1), format!("10.254.{third}.{}", fourth + 2));
         let ok = ip(&["netns", "add", &ns])
             && ip(&["link", "add", &veth, "type", "veth", "peer", "name", &peer])
             && ip(&["link", "set", &peer, "netns", &ns])
