@@ -17,7 +17,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use crate::sync::leaf_cache::StatKey;
 
 use serde::{Deserialize, Serialize};
 
@@ -73,49 +75,13 @@ pub fn digest(path: &Path) -> Option<String> {
     Some(blake3::hash(&bytes).to_hex().to_string())
 }
 
-/// How long a binary must have been left alone before its digest is
-/// remembered: a file changed within the filesystem's timestamp
-/// granularity of its hashing could keep the identity it was hashed with
-/// ("racily clean", as git's index calls it).
-const SETTLED: Duration = Duration::from_secs(2);
-
-/// What names one version of a file without reading it: a write, a
-/// truncation, a chmod or a rename over it changes one of these (ctime no
-/// caller can set).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Identity {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
-
-impl Identity {
-    fn of(meta: &std::fs::Metadata) -> Identity {
-        use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-        Identity {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
-            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-
-    /// Its last change is at least [`SETTLED`] before `now`.
-    fn settled(&self, now: SystemTime) -> bool {
-        let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i128);
-        self.ctime_ns.max(self.mtime_ns) + SETTLED.as_nanos() as i128 <= now
-    }
-}
-
 /// One remembered digest: the file it is of, as it was when hashed.
 #[derive(Debug, Serialize, Deserialize)]
 struct Remembered {
     path: PathBuf,
-    identity: Identity,
+    /// As the sync's leaf cache keys a file: a write, a truncation, a
+    /// chmod or a rename over it changes one of its fields.
+    identity: StatKey,
     digest: String,
 }
 
@@ -135,7 +101,7 @@ pub fn digest_in(store: &Path, path: &Path, remember: bool) -> Option<String> {
 }
 
 fn digest_at(store: &Path, path: &Path, remember: bool, now: SystemTime) -> Option<String> {
-    let identity = Identity::of(&std::fs::metadata(path).ok()?);
+    let identity = StatKey::of(&std::fs::metadata(path).ok()?);
     let file = remembered_file(store, path);
     if let Some(r) = std::fs::read(&file).ok().and_then(|b| serde_json::from_slice::<Remembered>(&b).ok())
         && r.path == path
@@ -145,8 +111,8 @@ fn digest_at(store: &Path, path: &Path, remember: bool, now: SystemTime) -> Opti
     }
     let digest = digest(path)?;
     // Unchanged while it was read, and not changed just now.
-    let after = std::fs::metadata(path).ok().map(|m| Identity::of(&m));
-    if remember && after.as_ref() == Some(&identity) && identity.settled(now) {
+    let after = std::fs::metadata(path).ok().map(|m| StatKey::of(&m));
+    if remember && after == Some(identity) && identity.settled_before(now) {
         let r = Remembered { path: path.to_owned(), identity, digest: digest.clone() };
         let _ = write_atomically(&file, &serde_json::to_vec(&r).unwrap_or_default());
     }
@@ -156,9 +122,9 @@ fn digest_at(store: &Path, path: &Path, remember: bool, now: SystemTime) -> Opti
 fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let parent = file.parent().expect("a file in the store");
     std::fs::create_dir_all(parent)?;
-    let tmp = parent.join(format!(".{}.{}", std::process::id(), file.file_name().unwrap_or_default().display()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(tmp, file)
+    let mut temp = tempfile::NamedTempFile::new_in(parent)?;
+    std::io::Write::write_all(&mut temp, bytes)?;
+    temp.persist(file).map(drop).map_err(|e| e.error)
 }
 
 /// Records `verdict` under the digest and the create options it carries,
@@ -220,7 +186,7 @@ mod tests {
         let store = tempfile::tempdir().unwrap();
         let bin = store.path().join("tinybox-driver-x");
         std::fs::write(&bin, b"one build").unwrap();
-        let later = SystemTime::now() + Duration::from_secs(60);
+        let later = SystemTime::now() + std::time::Duration::from_secs(60);
         let first = digest(&bin).unwrap();
         // Just written: not settled, so nothing is remembered.
         assert_eq!(digest_at(store.path(), &bin, true, SystemTime::now()).as_deref(), Some(first.as_str()));

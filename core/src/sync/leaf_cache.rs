@@ -49,6 +49,16 @@ impl StatKey {
             ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
         }
     }
+
+    /// The file was last changed at least [`RACY_WINDOW`] before `t`: a
+    /// digest taken at `t` is not racily clean.
+    pub fn settled_before(&self, t: SystemTime) -> bool {
+        let from = t
+            .checked_sub(RACY_WINDOW)
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        self.ctime_ns < from && self.mtime_ns < from
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -106,13 +116,9 @@ impl LeafCache {
         leaves: impl IntoIterator<Item = (&'a [u8], StatKey, blake3::Hash)>,
         scan_started: SystemTime,
     ) {
-        let racy_from = scan_started
-            .checked_sub(RACY_WINDOW)
-            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos() as i128);
         let entries = leaves
             .into_iter()
-            .filter(|(_, key, _)| key.ctime_ns < racy_from && key.mtime_ns < racy_from)
+            .filter(|(_, key, _)| key.settled_before(scan_started))
             .map(|(rel, key, hash)| (rel.to_vec(), key, *hash.as_bytes()))
             .collect();
         let saved = Saved { format: FORMAT, root: self.root.clone(), entries };
