@@ -763,4 +763,19 @@ fn an_unreachable_daemon_makes_docker_unhealthy_and_the_auto_pick_passes_it_over
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("on local/docker"), "docker was picked: {err}");
     assert!(err.contains("docker (unavailable: the docker daemon does not answer"), "the choice says why: {err}");
+    // Asked for by name, docker's handshake skips the probe (core does not
+    // read it: health_not_read); the create itself meets the dead daemon
+    // and says so in one line, recording nothing.
+    let out = cli
+        .cmd(&["create", "--sandbox", "docker", "--image", "busybox"])
+        .env("DOCKER_HOST", &nothing)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a create against no daemon succeeded: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("docker daemon not reachable") && err.contains("Cannot connect"), "{err}");
+    let (code, listed, _) = cli.run(&["ls", "--json"]);
+    assert_eq!((code, listed.trim()), (0, "[]"), "the failed create left a record");
 }
