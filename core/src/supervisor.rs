@@ -530,21 +530,17 @@ async fn answer(
                 (Some(Call::Forward { box_id, local, port }), held)
             }
             Some(Request { call: Call::Exec { box_id, request, runner, stdio }, .. }) => {
-                // The caller's streams come straight from it, as descriptors.
-                let ran = match tinybox_sdk::stdio::receive(&stdio).await {
-                    Ok(fds) => {
-                        let target =
-                            if runner { crate::engine::Target::Runner } else { crate::engine::Target::Workspace };
-                        // A line from the caller (or its going away) cancels.
-                        let cancel = async {
-                            let mut l = String::new();
-                            let _ = reader.read_line(&mut l).await;
-                        };
-                        status.borrow_mut().execs += 1;
-                        engine.exec(&box_id, request, fds, target, cancel).await.map_err(|e| e.to_string())
-                    }
-                    Err(e) => Err(format!("cannot take the command's streams: {e}")),
+                // The caller offers its streams on a socket of its own; the
+                // driver takes them from there, so this long-lived process
+                // never holds a caller's descriptors.
+                let target = if runner { crate::engine::Target::Runner } else { crate::engine::Target::Workspace };
+                // A line from the caller (or its going away) cancels.
+                let cancel = async {
+                    let mut l = String::new();
+                    let _ = reader.read_line(&mut l).await;
                 };
+                status.borrow_mut().execs += 1;
+                let ran = engine.exec_offered(&box_id, request, stdio, target, cancel).await.map_err(|e| e.to_string());
                 let out = match ran {
                     Ok(o) => Reply {
                         exit: Some(ExitReply { status: o.status, cancelled: o.cancelled }),

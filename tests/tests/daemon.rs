@@ -257,9 +257,19 @@ fn with_a_daemon_commands_run_through_it_with_the_same_streams_status_and_stops(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let (line, _) = tinybox_tests::read_line_within(BufReader::new(running.stdout.take().unwrap()), GUARD);
+    let stdout = running.stdout.take().unwrap();
+    let caller_pipe = format!("pipe:[{}]", rustix::fs::fstat(&stdout).unwrap().st_ino);
+    let (line, _) = tinybox_tests::read_line_within(BufReader::new(stdout), GUARD);
     assert_eq!(line, "started\n");
     let pid = daemon.status()["pid"].as_i64().unwrap() as i32;
+    // The command writes to the caller's pipe, which the driver took from
+    // the caller itself: the long-lived daemon holds none of its streams.
+    let held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(!held.contains(&caller_pipe), "the daemon holds the caller's stdout {caller_pipe}: {held:?}");
     rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL).unwrap();
     let out = running.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use tinybox_sdk::model::{BoxId, ExecRequest, ExitStatus, TtySize};
-use tinybox_sdk::protocol::{BoxRef, ExecParams};
+use tinybox_sdk::protocol::{BoxRef, ExecParams, StdioRef};
 use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
 use super::Tinybox;
@@ -28,6 +28,14 @@ pub struct ExecOutcome {
     pub status: ExitStatus,
     /// The caller's cancellation fired and the command was stopped.
     pub cancelled: bool,
+}
+
+/// Where a command's streams come from: descriptors this process holds
+/// (offered to the driver on a socket of its own), or a socket another
+/// process already offers them on.
+enum Streams {
+    Fds(StdioFds),
+    Offered(StdioRef),
 }
 
 impl Tinybox {
@@ -54,6 +62,32 @@ impl Tinybox {
         stdio: StdioFds,
         target: Target,
         cancel: impl Future<Output = ()>,
+        resizes: Option<tokio::sync::mpsc::UnboundedReceiver<TtySize>>,
+    ) -> Result<ExecOutcome> {
+        self.exec_streams(id, request, Streams::Fds(stdio), target, cancel, resizes).await
+    }
+
+    /// [`Tinybox::exec`], with streams another process already offers on a
+    /// socket of its own (the daemon's callers): the driver takes them from
+    /// there, so they never pass through this process.
+    pub async fn exec_offered(
+        &self,
+        id: &BoxId,
+        request: ExecRequest,
+        stdio: StdioRef,
+        target: Target,
+        cancel: impl Future<Output = ()>,
+    ) -> Result<ExecOutcome> {
+        self.exec_streams(id, request, Streams::Offered(stdio), target, cancel, None).await
+    }
+
+    async fn exec_streams(
+        &self,
+        id: &BoxId,
+        request: ExecRequest,
+        streams: Streams,
+        target: Target,
+        cancel: impl Future<Output = ()>,
         mut resizes: Option<tokio::sync::mpsc::UnboundedReceiver<TtySize>>,
     ) -> Result<ExecOutcome> {
         request.validate()?;
@@ -68,17 +102,25 @@ impl Tinybox {
         crate::gate::admit_exec(&link.name(), &link.capabilities(), &request)?;
         let (egress, box_env) = self.egress_for_exec(&info, instance).await?;
         let exec_id = self.next_exec_id();
-        let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
-        // A file by this name can only be left by a dead process whose pid we
-        // now have: nothing live owns it.
-        let _ = std::fs::remove_file(&socket);
-        let server = StdioServer::start(socket, stdio).map_err(|e| Error::io("cannot open the stdio socket", e))?;
+        let (server, stdio) = match streams {
+            Streams::Fds(fds) => {
+                let socket = self.runtime_dir()?.join(format!("{exec_id}.sock"));
+                // A file by this name can only be left by a dead process whose pid we
+                // now have: nothing live owns it.
+                let _ = std::fs::remove_file(&socket);
+                let server =
+                    StdioServer::start(socket, fds).map_err(|e| Error::io("cannot open the stdio socket", e))?;
+                let stdio = server.stdio_ref();
+                (Some(server), stdio)
+            }
+            Streams::Offered(stdio) => (None, stdio),
+        };
         let params = ExecParams {
             target: BoxRef { box_id: info.id.clone(), handle: instance.handle.clone() },
             exec_id: exec_id.clone(),
             request,
             box_env,
-            stdio: server.stdio_ref(),
+            stdio,
             egress,
         };
         let run = link.exec(params);
