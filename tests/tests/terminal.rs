@@ -258,6 +258,30 @@ fn namespace_session() {
     interactive_session(&cli, &id);
 }
 
+/// Whether an egress namespace box can be made here; says why not.
+fn egress_missing(test: &str) -> bool {
+    for program in ["slirp4netns", "iptables"] {
+        if !have(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+            skip(test, &format!("{program} is not installed (contrib/setup/install-deps)"));
+            return true;
+        }
+    }
+    false
+}
+
+/// An egress box's command runs behind netwrap.sh's fence, as a background
+/// job of its shell: it still gets the terminal as stdin and Ctrl-C's SIGINT.
+#[test]
+fn namespace_egress_session() {
+    let test = "terminal::namespace_egress_session";
+    if namespace_missing(test) || egress_missing(test) {
+        return;
+    }
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "namespace", "--network", "egress"]);
+    interactive_session(&cli, &id);
+}
+
 #[test]
 fn docker_session() {
     if let Some(why) = tinybox_tests::docker::unavailable() {
@@ -329,6 +353,13 @@ fn namespace_on_an_ssh_host_session() {
     let cli = Cli::new();
     add_ssh_host(&cli, &sshd);
     let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
+    interactive_session(&cli, &id);
+    let (code, _, err) = cli.run(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    if egress_missing("terminal::namespace_on_an_ssh_host_session (egress)") {
+        return;
+    }
+    let id = cli.create(&["--host", "far", "--sandbox", "namespace", "--network", "egress"]);
     interactive_session(&cli, &id);
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
