@@ -59,10 +59,18 @@ trap cleanup EXIT
 mkfifo "$d/inside" "$d/go" "$d/ready"
 printf '%s%s%s' "$v4_head" "$host_rules" "$v4_tail" >"$d/v4"
 printf '%s' "$v6" >"$d/v6"
+# A background job of a shell without job control gets /dev/null for its
+# stdin and ignores SIGINT and SIGQUIT: the box's command gets this shell's
+# stdin back (through fd 7, closed for everything else) and the two
+# signals' defaults (env --default-signal, coreutils 8.31, where this
+# host's env has it), so input and a terminal's Ctrl-C reach the box.
+exec 7<&0
+dflt=
+if env --default-signal=INT,QUIT true 2>/dev/null; then dflt="env --default-signal=INT,QUIT"; fi
 # Inside: the fence goes up first; only then does slirp4netns look (so no
 # packet of the box's ever leaves before it), and the box's command runs
 # with no capability left, not even in its bounding set.
-XTABLES_LOCKFILE="$d/xtables.lock" unshare --user --map-current-user --net --keep-caps -- \
+XTABLES_LOCKFILE="$d/xtables.lock" $dflt unshare --user --map-current-user --net --keep-caps -- \
     sh -c '
         if ! "$3" <"$5" || ! "$4" <"$6"; then echo fenceless >"$1"; exit 125; fi
         echo fenced >"$1"; read -r _ <"$2"; shift 6
@@ -72,8 +80,9 @@ XTABLES_LOCKFILE="$d/xtables.lock" unshare --user --map-current-user --net --kee
         # which holds nothing over this network namespace.
         [ "$(id -u)" = 0 ] && exec "$@"
         exec setpriv --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- "$@"' \
-    tinybox-netns "$d/inside" "$d/go" "$ipt" "$ip6t" "$d/v4" "$d/v6" "$@" &
+    tinybox-netns "$d/inside" "$d/go" "$ipt" "$ip6t" "$d/v4" "$d/v6" "$@" <&7 7<&- &
 ns=$!
+exec 7<&-
 # Only once it is inside its own namespaces, behind its fence, may slirp4netns look at it.
 read -r state <"$d/inside"
 if [ "$state" != fenced ]; then

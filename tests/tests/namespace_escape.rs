@@ -347,6 +347,19 @@ fn egress_is_fenced_from_the_host_and_private_ranges_unless_an_address_is_listed
         };
         // The test host's address is private: plain egress does not reach it...
         let (env, fenced) = probed_box(&who, &["--network", "egress"]);
+        // The command behind the fence (a background job of netwrap.sh)
+        // still reads the caller's stdin, not /dev/null.
+        let mut cat = env.cli(&["exec", &fenced, "--", "cat"]);
+        let mut child = cat.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"through the fence\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            "through the fence\n",
+            "{}: stdin of an egress box: {}",
+            who.label(),
+            text(&out.stderr)
+        );
         let got = connect(&env, &fenced, &peer.addr, &peer.port.to_string());
         assert_ne!(got.as_deref(), Some("ok"), "{}: plain egress reached the private test host", who.label());
         for addr in &host_side {

@@ -228,7 +228,8 @@ fn interactive_session(cli: &Cli, id: &str) {
 
     // The exit status is the command's.
     term.send(b"exit 7\r");
-    assert_eq!(term.exit_code(), 7);
+    let code = term.exit_code();
+    assert_eq!(code, 7, "the terminal showed {:?}", String::from_utf8_lossy(&term.pending));
     assert!(same_modes(&before, &term.modes()), "the caller's terminal modes are restored");
 }
 
@@ -257,6 +258,30 @@ fn namespace_session() {
     interactive_session(&cli, &id);
 }
 
+/// Whether an egress namespace box can be made here; says why not.
+fn egress_missing(test: &str) -> bool {
+    for program in ["slirp4netns", "iptables"] {
+        if !have(program) && !std::path::Path::new("/usr/sbin").join(program).exists() {
+            skip(test, &format!("{program} is not installed (contrib/setup/install-deps)"));
+            return true;
+        }
+    }
+    false
+}
+
+/// An egress box's command runs behind netwrap.sh's fence, as a background
+/// job of its shell: it still gets the terminal as stdin and Ctrl-C's SIGINT.
+#[test]
+fn namespace_egress_session() {
+    let test = "terminal::namespace_egress_session";
+    if namespace_missing(test) || egress_missing(test) {
+        return;
+    }
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "namespace", "--network", "egress"]);
+    interactive_session(&cli, &id);
+}
+
 #[test]
 fn docker_session() {
     if let Some(why) = tinybox_tests::docker::unavailable() {
@@ -277,14 +302,21 @@ fn add_ssh_host(cli: &Cli, sshd: &Sshd) {
     assert_eq!(code, 0, "host add: {err}");
 }
 
-#[test]
-fn ssh_host_session_and_a_namespace_there_refused_in_one_line() {
-    let sshd = match Sshd::start() {
-        Ok(s) => s,
+/// The test sshd, or `None` after saying why the test is skipped.
+fn sshd_or_skip(test: &str) -> Option<Sshd> {
+    match Sshd::start() {
+        Ok(s) => Some(s),
         Err(why) => {
-            skip("terminal::ssh_host_session_and_a_namespace_there_refused_in_one_line", &why);
-            return;
+            skip(test, &why);
+            None
         }
+    }
+}
+
+#[test]
+fn ssh_host_session() {
+    let Some(sshd) = sshd_or_skip("terminal::ssh_host_session") else {
+        return;
     };
     let cli = Cli::new();
     add_ssh_host(&cli, &sshd);
@@ -294,7 +326,7 @@ fn ssh_host_session_and_a_namespace_there_refused_in_one_line() {
     // docker over ssh: ssh -tt mirrors the terminal to the far side, where
     // docker exec -t mirrors it into the container; a resize travels both hops.
     match tinybox_tests::docker::unavailable() {
-        Some(why) => skip("terminal::ssh_host_session_and_a_namespace_there_refused_in_one_line (docker)", &why),
+        Some(why) => skip("terminal::ssh_host_session (docker)", &why),
         None => {
             let boxed =
                 cli.create(&["--host", "far", "--sandbox", "docker", "--image", tinybox_tests::docker::BASE_IMAGE]);
@@ -303,24 +335,34 @@ fn ssh_host_session_and_a_namespace_there_refused_in_one_line() {
             assert_eq!(code, 0, "{err}");
         }
     }
+}
 
-    // A namespace box there cannot take sshd's terminal in a session of its
-    // own: the gate says so before anything runs.
-    if !have("bwrap") {
-        skip(
-            "terminal::ssh_host_session_and_a_namespace_there_refused_in_one_line (namespace)",
-            "bwrap is not installed (apt-get install bubblewrap)",
-        );
+/// A namespace box on an ssh host: sshd makes the far terminal for this
+/// run and leads its session; the box stays in that session (bwrap without
+/// `--new-session`, docs/adr/0025) and its shell's job control, the size
+/// and its changes, and Ctrl-C work there as on this machine.
+#[test]
+fn namespace_on_an_ssh_host_session() {
+    let test = "terminal::namespace_on_an_ssh_host_session";
+    if namespace_missing(test) {
         return;
     }
-    let boxed = cli.create(&["--host", "far", "--sandbox", "namespace"]);
-    let mut term = Term::new(24, 80);
-    term.start(&cli.cmd(&["exec", "-it", &boxed, "--", "true"]));
-    let code = term.exit_code();
-    let shown = String::from_utf8_lossy(&term.pending).into_owned();
-    assert_ne!(code, 0);
-    assert!(shown.contains("does not support a terminal"), "{shown:?}");
-    assert_eq!(shown.trim_end().lines().count(), 1, "one line: {shown:?}");
+    let Some(sshd) = sshd_or_skip(test) else {
+        return;
+    };
+    let cli = Cli::new();
+    add_ssh_host(&cli, &sshd);
+    let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
+    interactive_session(&cli, &id);
+    let (code, _, err) = cli.run(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
+    if egress_missing("terminal::namespace_on_an_ssh_host_session (egress)") {
+        return;
+    }
+    let id = cli.create(&["--host", "far", "--sandbox", "namespace", "--network", "egress"]);
+    interactive_session(&cli, &id);
+    let (code, _, err) = cli.run(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]
@@ -347,47 +389,84 @@ fn a_missing_program_on_a_terminal_is_127_in_one_line() {
     assert_eq!(shown, "tinybox: no program no-such-program-here in the box\r\n");
 }
 
-/// A process in a box tries TIOCSTI on every terminal it can reach (its
-/// stdin, stdout, stderr and /dev/tty); none is the caller's, so nothing
-/// lands in the caller's input. The control runs the same probe on the
-/// caller's terminal itself, to show the probe would see an injection.
-#[test]
-fn tiocsti_in_a_box_cannot_type_into_the_callers_terminal() {
-    let test = "terminal::tiocsti_in_a_box_cannot_type_into_the_callers_terminal";
-    if namespace_missing(test) {
-        return;
-    }
+/// Tries TIOCSTI on every terminal the process can reach (its stdin,
+/// stdout, stderr, /dev/tty, and the standard descriptors of every process
+/// its /proc shows, reopened: on an ssh host, `script`'s are sshd's
+/// terminal), then says `probed`. TIOCSTI is 0x5412; perl passes the
+/// one-byte string by address.
+const TIOCSTI_PROBE: &str = r#"open(my $t, "+<", "/dev/tty");
+    my @fds = (\*STDIN, \*STDOUT, \*STDERR); push @fds, $t if $t;
+    for my $p (glob("/proc/[0-9]*/fd/[012]")) { push @fds, $_ for grep { -t $_ } map { open(my $f, "+<", $p) ? $f : () } 1 }
+    for my $fh (@fds) { for my $c (split //, "echo INJECTED\n") { ioctl($fh, 0x5412, $c) } }
+    print "probed\n";"#;
+
+/// Whether `test` can show an injection: perl is there, and the control,
+/// the probe run on the caller's terminal itself, does inject (so the
+/// probe would see one). Says why it is skipped when not.
+fn tiocsti_works(test: &str) -> bool {
     if !std::path::Path::new("/usr/bin/perl").exists() {
         skip(test, "no /usr/bin/perl for the probe (perl-base is essential on Debian)");
-        return;
+        return false;
     }
-    // TIOCSTI is 0x5412; perl passes the one-byte string by address.
-    let probe = r#"open(my $t, "+<", "/dev/tty");
-        my @fds = (\*STDIN, \*STDOUT, \*STDERR); push @fds, $t if $t;
-        for my $fh (@fds) { for my $c (split //, "echo INJECTED\n") { ioctl($fh, 0x5412, $c) } }
-        print "probed\n";"#;
-
-    // The control: the probe on the caller's terminal does inject.
     let mut control = Term::new(24, 80);
     let mut perl = Command::new("/usr/bin/perl");
-    perl.args(["-e", probe]);
+    perl.args(["-e", TIOCSTI_PROBE]);
     control.start(&perl);
     assert_eq!(control.exit_code(), 0);
     if control.unread_input() == 0 {
         skip(test, "TIOCSTI is refused on this kernel even for a terminal's own session (dev.tty.legacy_tiocsti=0)");
-        return;
+        return false;
     }
+    true
+}
 
-    let cli = Cli::new();
-    let id = cli.create(&["--sandbox", "namespace"]);
+/// Runs the probe in box `id` on a terminal of the caller's: it pushes into
+/// the terminal made for its run, which echoes it, and nothing lands in the
+/// caller's input.
+fn tiocsti_from_the_box(cli: &Cli, id: &str) {
     let mut term = Term::new(24, 80);
     // -t without -i: tinybox itself reads nothing from the caller's
     // terminal, so whatever landed there would still be unread.
-    term.start(&cli.cmd(&["exec", "-t", &id, "--", "/usr/bin/perl", "-e", probe]));
+    term.start(&cli.cmd(&["exec", "-t", id, "--", "/usr/bin/perl", "-e", TIOCSTI_PROBE]));
     let shown = term.expect("probed");
     assert!(shown.contains("echo INJECTED"), "the probe pushed into its own terminal, which echoed it: {shown:?}");
     assert_eq!(term.exit_code(), 0);
     assert_eq!(term.unread_input(), 0, "the box typed into the caller's terminal");
+}
+
+/// A process in a box tries TIOCSTI on every terminal it can reach; none
+/// is the caller's, so nothing lands in the caller's input. The control
+/// runs the same probe on the caller's terminal itself, to show the probe
+/// would see an injection.
+#[test]
+fn tiocsti_in_a_box_cannot_type_into_the_callers_terminal() {
+    let test = "terminal::tiocsti_in_a_box_cannot_type_into_the_callers_terminal";
+    if namespace_missing(test) || !tiocsti_works(test) {
+        return;
+    }
+    let cli = Cli::new();
+    let id = cli.create(&["--sandbox", "namespace"]);
+    tiocsti_from_the_box(&cli, &id);
+}
+
+/// The same on an ssh host, where the box stays in the session sshd made
+/// for the run: its controlling terminal is sshd's terminal for this run,
+/// whose input only the box reads; the caller's stays untouched.
+#[test]
+fn tiocsti_in_a_box_on_an_ssh_host_cannot_type_into_the_callers_terminal() {
+    let test = "terminal::tiocsti_in_a_box_on_an_ssh_host_cannot_type_into_the_callers_terminal";
+    if namespace_missing(test) || !tiocsti_works(test) {
+        return;
+    }
+    let Some(sshd) = sshd_or_skip(test) else {
+        return;
+    };
+    let cli = Cli::new();
+    add_ssh_host(&cli, &sshd);
+    let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
+    tiocsti_from_the_box(&cli, &id);
+    let (code, _, err) = cli.run(&["rm", &id]);
+    assert_eq!(code, 0, "{err}");
 }
 
 /// A microVM box under emulation: the guest agent makes the terminal in the

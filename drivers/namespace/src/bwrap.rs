@@ -36,12 +36,35 @@ pub struct Layout<'a> {
     pub cgroups: &'a [String],
     /// They are cgroup v2 directories.
     pub cgroup_v2: bool,
-    /// The command runs on a terminal its host made for it (`RunParams::tty`).
-    pub terminal: bool,
+    /// Whether the command runs on a terminal its host made for it
+    /// (`RunParams::tty`), and whose session that terminal belongs to.
+    pub terminal: Terminal,
     /// An allowlist box's proxy: its socket and the relay are bound
     /// read-only into the box (whose network stays loopback only), and the
     /// command runs under the relay, which listens on the box's loopback.
     pub egress: Option<&'a tinybox_sdk::protocol::EgressEndpoint>,
+}
+
+/// How a command meets its terminal (docs/adr/0025-namespace-terminal-on-a-remote-host.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminal {
+    /// No terminal made for it: its descriptors may be the caller's own
+    /// terminal, so the box leads a session of its own (bwrap's
+    /// `--new-session`), where TIOCSTI cannot reach that terminal.
+    None,
+    /// A terminal its host made for this run and left unowned (this
+    /// machine, `tty_session_inside`): the box leads a session of its own
+    /// and takes the terminal there (`setsid -c`, see [`checked_setsid`]).
+    Unowned,
+    /// The controlling terminal of the session its host made for this run
+    /// and nothing else (sshd's, on an ssh host), which no session of the
+    /// box's can take: the box stays in that session (so the terminal's
+    /// SIGWINCH reaches it) and runs the command under util-linux `script`,
+    /// which makes a terminal of the box's own devpts for it, and a session
+    /// inside the pid namespace controlling that one (see [`checked_script`]).
+    /// Nothing reads the host's terminal but `script`, so TIOCSTI from
+    /// the box reaches only the box.
+    HostSession,
 }
 
 /// The descriptor bwrap reads the seccomp program from (see `sandbox::start_script`).
@@ -56,8 +79,13 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
         push(&["--unshare-net"]);
     }
     // Without these two the box outlives its command's parent, and can push
-    // keystrokes into the caller's terminal through TIOCSTI.
-    push(&["--die-with-parent", "--new-session"]);
+    // keystrokes into the caller's terminal through TIOCSTI. In the session
+    // its host made around a terminal made for this run, it stays: that
+    // session holds no terminal but the run's own (`Terminal::HostSession`).
+    push(&["--die-with-parent"]);
+    if layout.terminal != Terminal::HostSession {
+        push(&["--new-session"]);
+    }
     push(&["--cap-drop", "ALL"]);
     // No nested user namespace: inside one the box would hold CAP_SETFCAP
     // over its own files and could give them file capabilities.
@@ -98,8 +126,14 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     push(&["--"]);
     // The box's own sh checks the program first, then becomes it: a
     // missing one is 127 with one line naming it, never bwrap's execvp error.
-    let start = if layout.terminal { checked_setsid() } else { checked_exec() };
-    let mut command = vec!["/bin/sh".to_owned(), "-c".to_owned(), start, "sh".to_owned()];
+    let mut command = vec!["/bin/sh".to_owned(), "-c".to_owned()];
+    match layout.terminal {
+        Terminal::None => command.extend([checked_exec(), "sh".to_owned()]),
+        Terminal::Unowned => command.extend([checked_setsid(), "sh".to_owned()]),
+        Terminal::HostSession => {
+            command.extend([checked_script(), "sh".to_owned(), script_command(argv, layout.env.get("SHELL"))]);
+        }
+    }
     command.extend(argv.iter().cloned());
     match layout.egress {
         Some(egress) => a.extend(egress.relay_argv(RELAY_IN_BOX, PROXY_IN_BOX, &command)),
@@ -124,6 +158,50 @@ pub fn checked_setsid() -> String {
     format!("{}\nsetsid -c \"$@\"; exit $?", tinybox_sdk::process::PROGRAM_CHECK)
 }
 
+/// Where a box finds util-linux's `script` (Debian's bsdutils, Essential):
+/// under /usr, the only host tree a box sees.
+pub const SCRIPT: &str = "/usr/bin/script";
+
+/// On a terminal its host's session holds: `$1` is the command line for
+/// `script -c` ([`script_command`]), the rest the command. The check, then
+/// `script`, which opens a terminal of the box's devpts, starts `$SHELL -c
+/// LINE` leading a session that controls it, copies between it and the
+/// host's terminal (in raw mode, so Ctrl-C is a byte the box's terminal
+/// turns into SIGINT for its foreground group), passes on each window
+/// change, and with `-e` ends with the command's status (128 + N for a
+/// signal N). `-q`: no banner; the typescript goes to /dev/null. SHELL is
+/// /bin/sh for `script` alone: the line is quoted for a POSIX shell.
+pub fn checked_script() -> String {
+    format!(
+        r#"line=$1; shift
+[ -x {SCRIPT} ] || {{ echo "tinybox: a terminal in a namespace box on this host needs util-linux's script at {SCRIPT} (Debian: bsdutils)" >&2; exit 125; }}
+{}
+SHELL=/bin/sh exec {SCRIPT} -q -e -c "$line" /dev/null"#,
+        tinybox_sdk::process::PROGRAM_CHECK
+    )
+}
+
+/// The line `script`'s /bin/sh runs: the box's own SHELL put back (or
+/// unset, as it was), then the command, each word quoted for that shell.
+pub fn script_command(argv: &[String], shell: Option<&String>) -> String {
+    let restore = match shell {
+        Some(value) => format!("SHELL={}; export SHELL", shell_word(value)),
+        None => "unset SHELL".to_owned(),
+    };
+    let words: Vec<String> = argv.iter().map(|w| shell_word(w)).collect();
+    format!("{restore}; exec {}", words.join(" "))
+}
+
+/// Quotes a word for a POSIX shell: as it is when it holds nothing a shell
+/// reads specially, else in single quotes (a quote inside as `'\''`).
+pub fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=".contains(c)) {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,7 +215,7 @@ mod tests {
                 share_net: false,
                 cgroups: &[],
                 cgroup_v2: false,
-                terminal: false,
+                terminal: Terminal::None,
                 egress: None,
             },
             &["sh".into(), "-c".into(), "x; y".into()],
@@ -183,16 +261,78 @@ mod tests {
             share_net: false,
             cgroups: &[],
             cgroup_v2: false,
-            terminal: false,
+            terminal: Terminal::None,
             egress: None,
         };
         let plain = args(&layout, &["sh".to_owned()]);
-        let terminal = args(&Layout { terminal: true, ..layout }, &["sh".to_owned()]);
+        let terminal = args(&Layout { terminal: Terminal::Unowned, ..layout }, &["sh".to_owned()]);
         assert!(terminal.iter().any(|x| x == "--new-session"), "the box never shares the caller's session");
         let sep = terminal.iter().position(|x| x == "--").unwrap();
         assert_eq!(&terminal[sep + 1..], ["/bin/sh", "-c", &checked_setsid(), "sh", "sh"]);
         assert!(checked_setsid().contains("setsid -c \"$@\""));
         assert_eq!(plain[..sep], terminal[..sep], "nothing before the command changes");
+    }
+
+    #[test]
+    fn on_a_terminal_of_the_hosts_session_the_box_stays_in_that_session_and_keeps_every_other_boundary() {
+        let env = BTreeMap::new();
+        let layout = Layout {
+            workspace: "/home/u/proj",
+            cwd: None,
+            env: &env,
+            share_net: false,
+            cgroups: &[],
+            cgroup_v2: false,
+            terminal: Terminal::None,
+            egress: None,
+        };
+        let plain = args(&layout, &["sh".to_owned()]);
+        let hosted = args(&Layout { terminal: Terminal::HostSession, ..layout }, &["sh".to_owned()]);
+        assert!(!hosted.iter().any(|x| x == "--new-session"), "a session of its own could not take the terminal");
+        let sep = hosted.iter().position(|x| x == "--").unwrap();
+        let plain_sep = plain.iter().position(|x| x == "--").unwrap();
+        let without: Vec<&String> = plain[..plain_sep].iter().filter(|x| *x != "--new-session").collect();
+        assert_eq!(hosted[..sep].iter().collect::<Vec<_>>(), without, "only --new-session goes");
+        assert_eq!(
+            &hosted[sep + 1..],
+            ["/bin/sh", "-c", &checked_script(), "sh", "unset SHELL; exec sh", "sh"],
+            "the command runs under script, checked first"
+        );
+    }
+
+    #[test]
+    fn the_line_script_runs_is_the_command_quoted_with_the_boxs_own_shell_put_back() {
+        let argv: Vec<String> = ["printf", "%s|", "a b", "it's", "$(x)", "", "`y`"].map(String::from).to_vec();
+        let line = script_command(&argv, None);
+        assert_eq!(line, r#"unset SHELL; exec printf '%s|' 'a b' 'it'\''s' '$(x)' '' '`y`'"#);
+        // The shell script runs reads back exactly the words given.
+        let out = std::process::Command::new("/bin/sh").args(["-c", &line]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|it's|$(x)||`y`|");
+        let shell = "/bin/my shell".to_owned();
+        let line = script_command(&["sh".to_owned(), "-c".to_owned(), "echo $SHELL".to_owned()], Some(&shell));
+        let out = std::process::Command::new("/bin/sh").args(["-c", &line]).env("SHELL", "/bin/sh").output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "/bin/my shell\n", "the box's SHELL, not script's");
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &script_command(&["sh".to_owned(), "-c".to_owned(), "echo ${SHELL-unset}".to_owned()], None)])
+            .env("SHELL", "/bin/sh")
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "unset\n");
+    }
+
+    #[test]
+    fn without_script_the_terminal_run_ends_with_one_line_naming_it() {
+        let start = checked_script();
+        assert!(start.contains(&format!("[ -x {SCRIPT} ] ||")), "{start}");
+        let missing = start.replace(SCRIPT, "/nonexistent/script");
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &missing, "sh", "unset SHELL; exec true", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("needs util-linux's script at /nonexistent/script"), "{err}");
     }
 
     #[test]
@@ -240,7 +380,7 @@ mod tests {
             share_net: false,
             cgroups: &[],
             cgroup_v2: false,
-            terminal: false,
+            terminal: Terminal::None,
             egress: Some(&egress),
         };
         let a = args(&layout, &["sh".into(), "-c".into(), "x; y".into()]);

@@ -69,19 +69,19 @@ impl Namespace {
     }
 }
 
-/// A terminal only on this machine: the box takes the terminal its host
-/// made in a session of its own, which needs a host that leaves it unowned
-/// (on an ssh host, sshd makes the session; see `RunParams::tty_session_inside`).
-/// An allowlist only on this machine too (see below).
+/// A terminal wherever the box runs: on this machine the box takes the
+/// terminal its host made in a session of its own; on another, it stays in
+/// the session its host (sshd) made around the terminal made for this run
+/// (`bwrap::Terminal`, docs/adr/0025). An allowlist only on this machine
+/// (see below).
 fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
     // Every egress box is behind the fence, wherever it runs (netwrap.sh);
     // a host without iptables refuses the box at create instead.
-    let mut features: std::collections::BTreeSet<Feature> = [Feature::EgressFence].into();
+    let mut features: std::collections::BTreeSet<Feature> = [Feature::EgressFence, Feature::Terminal].into();
     if limits {
         features.insert(Feature::ResourceLimits);
     }
     if !remote {
-        features.insert(Feature::Terminal);
         // The proxy runs beside core, on this machine: its socket can be
         // bound into a box here, not into one on another machine.
         features.insert(Feature::NetworkAllowlist);
@@ -126,7 +126,7 @@ impl SandboxDriver for Namespace {
         // without a fork; on another, fed through a pipe.
         let remote = self.remote.get().copied().unwrap_or(true);
         let programs = if remote { None } else { host.state_dir() };
-        sandbox::exec(host, p, programs).await
+        sandbox::exec(host, p, programs, remote).await
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
@@ -158,15 +158,6 @@ fn limits_here(host: &HostHandle) -> cgroup::Support {
         parent: parent.as_deref(),
     };
     cgroup::for_host(host.config(), root, &cgroup::Caller::Unprivileged(user))
-}
-
-/// Quotes a word for a POSIX shell (benchmark output only).
-fn shell_word(w: &str) -> String {
-    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-=".contains(c)) {
-        w.to_owned()
-    } else {
-        format!("'{}'", w.replace('\'', "'\\''"))
-    }
 }
 
 fn main() {
@@ -204,11 +195,11 @@ fn main() {
                 share_net: false,
                 cgroups,
                 cgroup_v2: Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
-                terminal: false,
+                terminal: bwrap::Terminal::None,
                 egress: None,
             };
             let words = bwrap::args(&layout, &[]);
-            println!("{}", words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
+            println!("{}", words.iter().map(|w| bwrap::shell_word(w)).collect::<Vec<_>>().join(" "));
             return;
         }
         _ => {}
@@ -221,11 +212,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_terminal_is_declared_for_boxes_on_this_machine_only() {
+    fn a_terminal_is_declared_wherever_the_box_runs_an_allowlist_only_on_this_machine() {
         assert!(features(false, false).contains(&Feature::Terminal));
-        assert!(!features(false, true).contains(&Feature::Terminal));
+        assert!(features(false, true).contains(&Feature::Terminal), "ssh hosts too (ADR 0025)");
         assert!(features(false, false).contains(&Feature::NetworkAllowlist));
         assert!(!features(false, true).contains(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
-        assert_eq!(features(true, true), [Feature::ResourceLimits, Feature::EgressFence].into());
+        assert_eq!(features(true, true), [Feature::ResourceLimits, Feature::EgressFence, Feature::Terminal].into());
     }
 }

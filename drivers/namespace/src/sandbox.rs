@@ -450,8 +450,17 @@ fn command(handle: &Handle, arch: seccomp::Arch, program: Option<&Path>, bwrap_a
 
 /// Runs one command in a box. `programs`: where this machine's copies of
 /// the seccomp program live, for a box on this machine; `None` feeds it
-/// through a pipe.
-pub async fn exec(host: &dyn Host, p: ExecParams, programs: Option<&Path>) -> Result<ExitStatus, DriverError> {
+/// through a pipe. `remote`: the box's host is another machine, whose host
+/// driver (ssh) makes a terminal as the controlling terminal of a session
+/// of its own, so a terminal run stays in that session
+/// (`bwrap::Terminal::HostSession`); on this machine the host leaves it
+/// unowned and the box takes it in a session inside its pid namespace.
+pub async fn exec(
+    host: &dyn Host,
+    p: ExecParams,
+    programs: Option<&Path>,
+    remote: bool,
+) -> Result<ExitStatus, DriverError> {
     let handle = Handle::parse(&p.target.handle)?;
     let Some(arch) = handle.arch else {
         return Err(DriverError::unsupported(format!(
@@ -469,6 +478,11 @@ pub async fn exec(host: &dyn Host, p: ExecParams, programs: Option<&Path>) -> Re
         }
         (_, false) => None,
     };
+    let terminal = match (p.request.tty.is_some(), remote) {
+        (false, _) => bwrap::Terminal::None,
+        (true, false) => bwrap::Terminal::Unowned,
+        (true, true) => bwrap::Terminal::HostSession,
+    };
     let mut env = p.box_env;
     env.extend(p.request.env);
     // With egress, the network namespace is the one netwrap.sh prepared.
@@ -479,7 +493,7 @@ pub async fn exec(host: &dyn Host, p: ExecParams, programs: Option<&Path>) -> Re
         share_net: handle.egress,
         cgroups: &handle.cgroups,
         cgroup_v2: handle.cgroup_v2,
-        terminal: p.request.tty.is_some(),
+        terminal,
         egress,
     };
     let program = programs.and_then(|dir| seccomp::program_file(dir, arch));
@@ -492,10 +506,12 @@ pub async fn exec(host: &dyn Host, p: ExecParams, programs: Option<&Path>) -> Re
         cwd: None,
         stdio: p.stdio,
         tty: p.request.tty,
-        // The box's command takes the terminal in a session of its own
-        // (setsid -c, see bwrap.rs): one made outside the box's pid
-        // namespace would hold process groups invisible inside it.
-        tty_session_inside: true,
+        // On this machine the box's command takes the terminal in a session
+        // of its own (setsid -c, see bwrap.rs): one made outside the box's
+        // pid namespace would hold process groups invisible inside it. An
+        // ssh host cannot leave its terminal unowned (sshd's session holds
+        // it), so there the box joins that session (docs/adr/0025).
+        tty_session_inside: terminal == bwrap::Terminal::Unowned,
     })
     .await
 }

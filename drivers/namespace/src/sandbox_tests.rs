@@ -18,7 +18,7 @@ const WS: &str = "/home/u/proj";
 /// An exec whose seccomp program goes through a pipe (a box on another
 /// machine); `file_programs_*` below covers this machine's file.
 async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
-    super::exec(host, p, None).await
+    super::exec(host, p, None, false).await
 }
 const EXEC_SOCKET: &str = "/run/x.sock";
 
@@ -743,7 +743,7 @@ fn the_start_shell_opens_a_program_file_on_fd_3_without_a_pipe() {
 async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_by_the_start_shell() {
     let state = tempfile::tempdir().unwrap();
     let host = FakeHost::new();
-    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path())).await.unwrap();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path()), false).await.unwrap();
     let argv = host.argvs().remove(0);
     let program = crate::seccomp::bytes(crate::seccomp::Arch::X86_64);
     let file = crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64).unwrap();
@@ -758,6 +758,35 @@ async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_
     // A directory it cannot write: the pipe, as for another machine.
     let host = FakeHost::new();
     let missing = state.path().join("no-such-dir");
-    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing)).await.unwrap();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing), false).await.unwrap();
     assert_eq!(host.argvs().remove(0)[6], "pipe");
+}
+
+/// A terminal run: on this machine the host leaves the terminal unowned and
+/// the box takes it in a session of its own; on another (ssh), the box stays
+/// in the session the host made around it. Without a terminal, a session of
+/// its own wherever it runs.
+#[tokio::test]
+async fn a_terminal_run_asks_for_an_unowned_terminal_here_and_the_hosts_session_on_another_machine() {
+    let tty = Some(tinybox_sdk::model::TtySize { rows: 24, cols: 80 });
+    for (remote, on_tty) in [(false, false), (false, true), (true, false), (true, true)] {
+        let host = FakeHost::new();
+        let mut p = exec_params(handle(WS, false, false), None);
+        p.request.tty = if on_tty { tty } else { None };
+        super::exec(&host, p, None, remote).await.unwrap();
+        let call = host.calls().remove(0).params;
+        let new_session = call.argv.iter().any(|a| a == "--new-session");
+        let setsid = call.argv.iter().any(|a| a == &crate::bwrap::checked_setsid());
+        let script = call.argv.iter().any(|a| a == &crate::bwrap::checked_script());
+        assert_eq!(call.tty, if on_tty { tty } else { None });
+        match (remote, on_tty) {
+            (_, false) => assert!(new_session && !setsid && !script && !call.tty_session_inside, "remote {remote}"),
+            (false, true) => assert!(new_session && setsid && !script && call.tty_session_inside),
+            (true, true) => assert!(!new_session && !setsid && script && !call.tty_session_inside),
+        }
+        // Every other boundary flag is there in each case.
+        for flag in ["--unshare-user", "--unshare-pid", "--die-with-parent", "--disable-userns", "--clearenv"] {
+            assert!(call.argv.iter().any(|a| a == flag), "{flag}: remote {remote}, tty {on_tty}");
+        }
+    }
 }
