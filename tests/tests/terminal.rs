@@ -302,6 +302,19 @@ fn add_ssh_host(cli: &Cli, sshd: &Sshd) {
     assert_eq!(code, 0, "host add: {err}");
 }
 
+/// A namespace box on host `far`, the test sshd; `None` (said as a skip)
+/// where bwrap or the sshd is missing. The sshd stops when its handle drops.
+fn namespace_box_on_the_test_sshd(test: &str) -> Option<(Sshd, Cli, String)> {
+    if namespace_missing(test) {
+        return None;
+    }
+    let sshd = sshd_or_skip(test)?;
+    let cli = Cli::new();
+    add_ssh_host(&cli, &sshd);
+    let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
+    Some((sshd, cli, id))
+}
+
 /// The test sshd, or `None` after saying why the test is skipped.
 fn sshd_or_skip(test: &str) -> Option<Sshd> {
     match Sshd::start() {
@@ -344,15 +357,9 @@ fn ssh_host_session() {
 #[test]
 fn namespace_on_an_ssh_host_session() {
     let test = "terminal::namespace_on_an_ssh_host_session";
-    if namespace_missing(test) {
-        return;
-    }
-    let Some(sshd) = sshd_or_skip(test) else {
+    let Some((_sshd, cli, id)) = namespace_box_on_the_test_sshd(test) else {
         return;
     };
-    let cli = Cli::new();
-    add_ssh_host(&cli, &sshd);
-    let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
     interactive_session(&cli, &id);
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
@@ -455,15 +462,12 @@ fn tiocsti_in_a_box_cannot_type_into_the_callers_terminal() {
 #[test]
 fn tiocsti_in_a_box_on_an_ssh_host_cannot_type_into_the_callers_terminal() {
     let test = "terminal::tiocsti_in_a_box_on_an_ssh_host_cannot_type_into_the_callers_terminal";
-    if namespace_missing(test) || !tiocsti_works(test) {
+    if !tiocsti_works(test) {
         return;
     }
-    let Some(sshd) = sshd_or_skip(test) else {
+    let Some((_sshd, cli, id)) = namespace_box_on_the_test_sshd(test) else {
         return;
     };
-    let cli = Cli::new();
-    add_ssh_host(&cli, &sshd);
-    let id = cli.create(&["--host", "far", "--sandbox", "namespace"]);
     tiocsti_from_the_box(&cli, &id);
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");

@@ -206,20 +206,22 @@ pub fn shell_word(w: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A box on `/home/u/proj` with no terminal, network, cgroups or egress.
+    fn plain(env: &BTreeMap<String, String>) -> Layout<'_> {
+        Layout {
+            workspace: "/home/u/proj",
+            cwd: None,
+            env,
+            share_net: false,
+            cgroups: &[],
+            cgroup_v2: false,
+            terminal: Terminal::None,
+            egress: None,
+        }
+    }
+
     fn build(env: &BTreeMap<String, String>, cwd: Option<&str>) -> Vec<String> {
-        args(
-            &Layout {
-                workspace: "/home/u/proj",
-                cwd,
-                env,
-                share_net: false,
-                cgroups: &[],
-                cgroup_v2: false,
-                terminal: Terminal::None,
-                egress: None,
-            },
-            &["sh".into(), "-c".into(), "x; y".into()],
-        )
+        args(&Layout { cwd, ..plain(env) }, &["sh".into(), "-c".into(), "x; y".into()])
     }
 
     fn has_seq(a: &[String], seq: &[&str]) -> bool {
@@ -254,16 +256,7 @@ mod tests {
     #[test]
     fn a_terminal_run_takes_its_terminal_in_a_session_of_its_own_and_keeps_every_boundary() {
         let env = BTreeMap::new();
-        let layout = Layout {
-            workspace: "/home/u/proj",
-            cwd: None,
-            env: &env,
-            share_net: false,
-            cgroups: &[],
-            cgroup_v2: false,
-            terminal: Terminal::None,
-            egress: None,
-        };
+        let layout = plain(&env);
         let plain = args(&layout, &["sh".to_owned()]);
         let terminal = args(&Layout { terminal: Terminal::Unowned, ..layout }, &["sh".to_owned()]);
         assert!(terminal.iter().any(|x| x == "--new-session"), "the box never shares the caller's session");
@@ -276,16 +269,7 @@ mod tests {
     #[test]
     fn on_a_terminal_of_the_hosts_session_the_box_stays_in_that_session_and_keeps_every_other_boundary() {
         let env = BTreeMap::new();
-        let layout = Layout {
-            workspace: "/home/u/proj",
-            cwd: None,
-            env: &env,
-            share_net: false,
-            cgroups: &[],
-            cgroup_v2: false,
-            terminal: Terminal::None,
-            egress: None,
-        };
+        let layout = plain(&env);
         let plain = args(&layout, &["sh".to_owned()]);
         let hosted = args(&Layout { terminal: Terminal::HostSession, ..layout }, &["sh".to_owned()]);
         assert!(!hosted.iter().any(|x| x == "--new-session"), "a session of its own could not take the terminal");
@@ -373,16 +357,7 @@ mod tests {
             relay: "/opt/tb/tinybox-egress".into(),
             port: 3128,
         };
-        let layout = Layout {
-            workspace: "/home/u/proj",
-            cwd: None,
-            env: &env,
-            share_net: false,
-            cgroups: &[],
-            cgroup_v2: false,
-            terminal: Terminal::None,
-            egress: Some(&egress),
-        };
+        let layout = Layout { egress: Some(&egress), ..plain(&env) };
         let a = args(&layout, &["sh".into(), "-c".into(), "x; y".into()]);
         assert!(a.iter().any(|x| x == "--unshare-net"), "loopback only: no path out but the socket");
         assert!(has_seq(&a, &["--ro-bind", "/opt/tb/tinybox-egress", RELAY_IN_BOX]));
