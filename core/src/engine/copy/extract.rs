@@ -7,9 +7,10 @@
 //! keeps permission bits only (no setuid, setgid or sticky bit, no extended
 //! attribute). What it writes belongs to the process writing it.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -17,28 +18,107 @@ use std::rc::Rc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
 
-use super::{CopyError, CopyOutcome, KEPT_MODE, PIPE_CAPACITY, TarRefusal, kind_word};
+use super::{CopyError, CopyOutcome, KEPT_MODE, PIPE_CAPACITY, SPLICE_FROM, TarRefusal, kind_word};
 
 /// Writes the tar on `r` under `parent`, its root renamed `name`, checking
 /// every entry first.
-pub(super) fn extract(r: impl Read, parent: &Path, name: Option<&OsStr>) -> io::Result<CopyOutcome> {
+pub(super) fn extract(r: impl Read + AsFd, parent: &Path, name: Option<&OsStr>) -> io::Result<CopyOutcome> {
     let base: OwnedFd = std::fs::File::open(parent)?.into();
     extract_at(r, base, name, Roots::One)
 }
 
 /// Writes the tar on `r` under the opened directory `base`.
-pub(super) fn extract_at(r: impl Read, base: OwnedFd, name: Option<&OsStr>, roots: Roots) -> io::Result<CopyOutcome> {
+pub(super) fn extract_at(
+    r: impl Read + AsFd,
+    base: OwnedFd,
+    name: Option<&OsStr>,
+    roots: Roots,
+) -> io::Result<CopyOutcome> {
     let mut x = Extractor::new(base, name, roots);
     // Headers are 512-byte reads: read a pipe's worth at a time.
-    let mut archive = tar::Archive::new(io::BufReader::with_capacity(PIPE_CAPACITY, r));
+    let stream = Stream { r: io::BufReader::with_capacity(PIPE_CAPACITY, r), sink: Sink::default() };
+    x.sink = Some(stream.sink.clone());
+    let mut archive = tar::Archive::new(stream);
     for entry in archive.entries()? {
         x.entry(entry?)?;
     }
     let outcome = x.finish()?;
     // Anything after the archive's end (tar's padding) is read so the box's
     // tar ends cleanly.
-    io::copy(&mut archive.into_inner(), &mut io::sink())?;
+    io::copy(&mut archive.into_inner().r, &mut io::sink())?;
     Ok(outcome)
+}
+
+/// Where the contents of the entry being written go straight from the
+/// stream, when they do: set by [`Extractor::entry`] for a big regular
+/// file, empty otherwise.
+type Sink = Rc<RefCell<Option<std::fs::File>>>;
+
+/// The stream under the tar crate's reader. Headers, names and small
+/// files are read through its buffer as from any reader. While a big
+/// regular file's contents are read ([`Sink`] set), each read moves the
+/// bytes into that file instead of into the caller's buffer: what was
+/// buffered by a write, the rest by `splice(2)` from the pipe in the
+/// kernel (one copy instead of two, no pass through this process's
+/// memory). Such a read returns how many bytes it moved and leaves the
+/// buffer as it was; only [`sink_contents`] reads while the sink is set,
+/// and it uses the count only. The tar crate bounds every read of an
+/// entry's contents to what is left of the entry, so a read never moves
+/// bytes of the next header.
+struct Stream<R> {
+    r: io::BufReader<R>,
+    sink: Sink,
+}
+
+impl<R: Read + AsFd> Read for Stream<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let sink = self.sink.borrow();
+        let Some(file) = sink.as_ref() else {
+            return self.r.read(buf);
+        };
+        let buffered = self.r.buffer();
+        if !buffered.is_empty() {
+            let n = (&*file).write(&buffered[..buffered.len().min(buf.len())])?;
+            self.r.consume(n);
+            return Ok(n);
+        }
+        loop {
+            match rustix::pipe::splice(self.r.get_ref(), None, file, None, buf.len(), rustix::pipe::SpliceFlags::MOVE) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => continue,
+                // Not a pipe (a caller's tar from a file): through the buffer.
+                Err(rustix::io::Errno::INVAL) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let n = self.r.read(buf)?;
+        (&*file).write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Writes the rest of `entry`'s contents into `file` through `sink`: the
+/// stream moves them (see [`Stream`]); the reads here only count them.
+fn sink_contents(entry: &mut impl Read, file: &std::fs::File, sink: &Sink) -> io::Result<u64> {
+    struct Unset<'a>(&'a Sink);
+    impl Drop for Unset<'_> {
+        fn drop(&mut self) {
+            self.0.borrow_mut().take();
+        }
+    }
+    *sink.borrow_mut() = Some(file.try_clone()?);
+    let _unset = Unset(sink);
+    // Never written to: it only bounds how much one read moves.
+    let mut bound = vec![0u8; PIPE_CAPACITY];
+    let mut total = 0;
+    loop {
+        match entry.read(&mut bound) {
+            Ok(0) => return Ok(total),
+            Ok(n) => total += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// How many roots a stream may have.
@@ -84,6 +164,8 @@ pub(super) struct Extractor {
     /// directory by directory, so most entries are written in it. Nothing
     /// this writer does replaces a directory, so it stays the one named.
     last_parent: Option<(Vec<OsString>, Rc<OwnedFd>)>,
+    /// The stream's sink, when entries come from a tar stream.
+    sink: Option<Sink>,
     outcome: CopyOutcome,
 }
 
@@ -97,6 +179,7 @@ impl Extractor {
             files: HashSet::new(),
             dirs: Vec::new(),
             last_parent: None,
+            sink: None,
             outcome: CopyOutcome::default(),
         }
     }
@@ -209,7 +292,17 @@ impl Extractor {
                 return Err(refused(TarRefusal::Kind { path: show(&rel), kind: kind_word(other) }));
             }
         };
-        self.put(&raw, item, mode, mtime, |file| copy_in_chunks(&mut entry, file))
+        // A big regular file's contents go from the stream into the file
+        // without a pass through a buffer here; a sparse file's holes are
+        // the tar crate's own zeros, so it is read as any other.
+        let sink = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous if entry.size() >= SPLICE_FROM => self.sink.clone(),
+            _ => None,
+        };
+        self.put(&raw, item, mode, mtime, |file| match sink {
+            Some(sink) => sink_contents(&mut entry, file, &sink),
+            None => copy_in_chunks(&mut entry, file),
+        })
     }
 
     /// Writes one entry at `raw` (a path as a stream names it); a file's
@@ -369,6 +462,59 @@ mod tests {
         h.set_mode(mode);
         h.set_mtime(1_000_000);
         b.append_data(&mut h, path, body).unwrap();
+    }
+
+    /// A file big enough to be spliced, between two small ones.
+    fn big_between_small() -> (Vec<u8>, Vec<u8>) {
+        let big: Vec<u8> = (0..SPLICE_FROM as usize * 3 + 513).map(|i| (i % 253) as u8).collect();
+        let bytes = tar_of(|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(0);
+            h.set_mode(0o755);
+            b.append_data(&mut h, "t", io::empty()).unwrap();
+            file(b, "t/a", 0o644, b"first");
+            file(b, "t/big", 0o4640, &big);
+            file(b, "t/z", 0o600, b"last");
+        });
+        (bytes, big)
+    }
+
+    fn assert_big_between_small(dir: &Path, big: &[u8]) {
+        assert_eq!(std::fs::read(dir.join("u/a")).unwrap(), b"first");
+        assert_eq!(std::fs::read(dir.join("u/big")).unwrap(), big);
+        assert_eq!(std::fs::read(dir.join("u/z")).unwrap(), b"last");
+        let meta = std::fs::metadata(dir.join("u/big")).unwrap();
+        assert_eq!((meta.mode() & 0o7777, meta.mtime()), (0o640, 1_000_000));
+    }
+
+    #[test]
+    fn a_big_file_spliced_from_a_pipe_arrives_whole_and_the_next_entry_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bytes, big) = big_between_small();
+        let got = extract_bytes(bytes, dir.path(), Some("u")).unwrap();
+        assert_eq!((got.entries, got.bytes), (4, big.len() as u64 + 9));
+        assert_big_between_small(dir.path(), &big);
+    }
+
+    #[test]
+    fn a_big_file_from_a_tar_that_is_no_pipe_arrives_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (bytes, big) = big_between_small();
+        let mut stream = tempfile::tempfile().unwrap();
+        stream.write_all(&bytes).unwrap();
+        io::Seek::rewind(&mut stream).unwrap();
+        let got = extract(stream, dir.path(), Some(OsStr::new("u"))).unwrap();
+        assert_eq!((got.entries, got.bytes), (4, big.len() as u64 + 9));
+        assert_big_between_small(dir.path(), &big);
+    }
+
+    #[test]
+    fn a_big_file_cut_short_fails_the_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut bytes, _) = big_between_small();
+        bytes.truncate(2048 + SPLICE_FROM as usize);
+        assert!(extract_bytes(bytes, dir.path(), Some("u")).is_err());
     }
 
     #[test]
