@@ -464,15 +464,20 @@ mod tests {
         b.append_data(&mut h, path, body).unwrap();
     }
 
+    /// A directory entry at `path`, mode 0755.
+    fn directory(b: &mut tar::Builder<Vec<u8>>, path: &str) {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_size(0);
+        h.set_mode(0o755);
+        b.append_data(&mut h, path, io::empty()).unwrap();
+    }
+
     /// A file big enough to be spliced, between two small ones.
     fn big_between_small() -> (Vec<u8>, Vec<u8>) {
         let big: Vec<u8> = (0..SPLICE_FROM as usize * 3 + 513).map(|i| (i % 253) as u8).collect();
         let bytes = tar_of(|b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            b.append_data(&mut h, "t", io::empty()).unwrap();
+            directory(b, "t");
             file(b, "t/a", 0o644, b"first");
             file(b, "t/big", 0o4640, &big);
             file(b, "t/z", 0o600, b"last");
@@ -566,11 +571,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let bytes = tar_of(|b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            b.append_data(&mut h, "t", io::empty()).unwrap();
+            directory(b, "t");
             let mut h = tar::Header::new_gnu();
             h.set_entry_type(tar::EntryType::Symlink);
             h.set_size(0);
@@ -588,11 +589,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep"), "mine").unwrap();
         let bytes = tar_of(|b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            b.append_data(&mut h, "x", io::empty()).unwrap();
+            directory(b, "x");
         });
         let err = extract_bytes(bytes, dir.path(), Some("keep")).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
