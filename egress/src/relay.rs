@@ -101,19 +101,32 @@ mod tests {
             s.write_all(b"got ").await.unwrap();
             s.write_all(&got).await.unwrap();
         });
-        // Pick a free port, then give it to the relay.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        // The command connects at once: with the listener bound first it
-        // always finds it (bash's /dev/tcp, no retry).
+        // Pick a free port, then give it to the relay. Between the two,
+        // another test (or process) may take it: then the relay says so
+        // before it runs anything, and another port is picked.
         let out = dir.path().join("out");
-        let script =
-            format!("exec 3<>/dev/tcp/127.0.0.1/{port}; printf hello >&3; head -c 9 <&3 > '{}'; exit 7", out.display());
-        let relay = Relay {
-            listen: SocketAddr::from(([127, 0, 0, 1], port)),
-            to: sock,
-            command: ["bash", "-c", &script].map(OsString::from).to_vec(),
+        let mut tries = 0;
+        let status = loop {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            // The command connects at once: with the listener bound first it
+            // always finds it (bash's /dev/tcp, no retry).
+            let script = format!(
+                "exec 3<>/dev/tcp/127.0.0.1/{port}; printf hello >&3; head -c 9 <&3 > '{}'; exit 7",
+                out.display()
+            );
+            let relay = Relay {
+                listen: SocketAddr::from(([127, 0, 0, 1], port)),
+                to: sock.clone(),
+                command: ["bash", "-c", &script].map(OsString::from).to_vec(),
+            };
+            match relay.run().await {
+                Err(RelayError::Listen { source, .. }) if source.kind() == io::ErrorKind::AddrInUse && tries < 5 => {
+                    tries += 1
+                }
+                other => break other.unwrap(),
+            }
         };
-        assert_eq!(relay.run().await.unwrap().code(), Some(7), "the command's own status");
+        assert_eq!(status.code(), Some(7), "the command's own status");
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "got hello");
         echo.await.unwrap();
     }
