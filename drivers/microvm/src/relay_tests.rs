@@ -57,6 +57,15 @@ impl Agent {
 /// A proxy that reads each connection to its end, then answers
 /// `PREFIX` + what it read and closes.
 fn answering_proxy(path: &Path, prefix: &'static [u8]) -> tokio::task::JoinHandle<()> {
+    proxy_answering(path, move |got| [prefix, &got].concat())
+}
+
+/// A proxy that reads each connection to its end, then answers what
+/// `answer` makes of it and closes.
+fn proxy_answering(
+    path: &Path,
+    answer: impl Fn(Vec<u8>) -> Vec<u8> + Copy + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
     let listener = UnixListener::bind(path).unwrap();
     tokio::spawn(async move {
         loop {
@@ -64,8 +73,7 @@ fn answering_proxy(path: &Path, prefix: &'static [u8]) -> tokio::task::JoinHandl
             tokio::spawn(async move {
                 let mut got = Vec::new();
                 s.read_to_end(&mut got).await.unwrap();
-                s.write_all(prefix).await.unwrap();
-                s.write_all(&got).await.unwrap();
+                s.write_all(&answer(got)).await.unwrap();
             });
         }
     })
@@ -106,21 +114,7 @@ async fn a_stream_given_no_credit_gets_one_window_and_the_others_go_on() {
     let proxy = dir.path().join("proxy.sock");
     const BIG: usize = 1 << 20;
     // "big" gets a MiB; anything else is answered as it is.
-    let listener = UnixListener::bind(&proxy).unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else { return };
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).await.unwrap();
-                if got == b"big" {
-                    s.write_all(&vec![b'x'; BIG]).await.unwrap();
-                } else {
-                    s.write_all(&got).await.unwrap();
-                }
-            });
-        }
-    });
+    proxy_answering(&proxy, |got| if got == b"big" { vec![b'x'; BIG] } else { got });
     let (mut agent, _relay) = Agent::start(dir.path(), &proxy).await;
     agent.send(Frame::Open(1)).await;
     agent.send(Frame::Data(1, b"big".to_vec())).await;
