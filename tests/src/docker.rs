@@ -287,3 +287,24 @@ int main(void) {
         })
         .clone()
 }
+
+/// The host's address on docker's default bridge.
+pub fn bridge_address() -> String {
+    let gateway = docker_ok(&["network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"]);
+    if !gateway.is_empty() {
+        return gateway;
+    }
+    // An older daemon leaves the gateway out; it is the bridge device's address.
+    let device = docker_ok(&[
+        "network",
+        "inspect",
+        "bridge",
+        "--format",
+        "{{index .Options \"com.docker.network.bridge.name\"}}",
+    ]);
+    let out = std::process::Command::new("ip").args(["-4", "-o", "addr", "show", "dev", &device]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cidr =
+        text.split_whitespace().skip_while(|w| *w != "inet").nth(1).unwrap_or_else(|| panic!("{device}: {text}"));
+    cidr.split('/').next().unwrap().to_owned()
+}

@@ -268,7 +268,7 @@ async fn a_denied_network_is_loopback_only_and_egress_reaches_a_host_address_it_
     assert_eq!(run_ok(&tb, &denied.id, &["ls", "/sys/class/net"]).await, "lo\n");
 
     // A listener on the host's end of docker's bridge.
-    let gateway = bridge_address();
+    let gateway = docker::bridge_address();
     let listener = TcpListener::bind((gateway.as_str(), 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
@@ -299,27 +299,6 @@ async fn a_denied_network_is_loopback_only_and_egress_reaches_a_host_address_it_
     assert!(view.state_detail.unwrap().contains("ports 18080:80 not published: the network is denied"));
     assert_eq!(docker_ok(&["port", &ns.container(ported.id.as_str())]), "");
     tb.close().await;
-}
-
-/// The host's address on docker's default bridge.
-fn bridge_address() -> String {
-    let gateway = docker_ok(&["network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"]);
-    if !gateway.is_empty() {
-        return gateway;
-    }
-    // An older daemon leaves the gateway out; it is the bridge device's address.
-    let device = docker_ok(&[
-        "network",
-        "inspect",
-        "bridge",
-        "--format",
-        "{{index .Options \"com.docker.network.bridge.name\"}}",
-    ]);
-    let out = std::process::Command::new("ip").args(["-4", "-o", "addr", "show", "dev", &device]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let cidr =
-        text.split_whitespace().skip_while(|w| *w != "inet").nth(1).unwrap_or_else(|| panic!("{device}: {text}"));
-    cidr.split('/').next().unwrap().to_owned()
 }
 
 #[test]

@@ -39,13 +39,6 @@ fn host_addresses() -> Vec<String> {
     String::from_utf8_lossy(&out.stdout).split_whitespace().filter(|a| !a.contains(':')).map(str::to_owned).collect()
 }
 
-/// The host's address on docker's default bridge.
-fn bridge_gateway() -> String {
-    let (_, out, _) =
-        docker(&["network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"]);
-    out.trim().to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_listed() {
     if let Some(why) = docker::unavailable() {
@@ -64,8 +57,7 @@ async fn a_docker_egress_box_is_fenced_from_the_host_and_private_ranges_unless_l
     let listener = TcpListener::bind("0.0.0.0:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    let gateway = bridge_gateway();
-    assert!(!gateway.is_empty(), "docker's bridge shows no gateway");
+    let gateway = docker::bridge_address();
     let mut host_side = host_addresses();
     assert!(!host_side.is_empty(), "hostname -I listed no address of this machine's");
     host_side.extend([gateway.clone(), "127.0.0.1".to_owned(), peer.host_addr.clone()]);
@@ -175,7 +167,7 @@ fn a_docker_group_user_s_egress_box_is_fenced_too() {
     let plain = create(&[]);
     let (reached, said) = nc(&plain, &peer.addr, &port);
     assert!(!reached || said.is_empty(), "{DOCKER_USER}'s plain egress box reached the private test host: {said}");
-    let gateway = bridge_gateway();
+    let gateway = docker::bridge_address();
     let (reached, said) = nc(&plain, &gateway, "22");
     assert!(!reached || said.is_empty(), "{DOCKER_USER}'s box reached this machine on {gateway}: {said}");
     let listed = format!("{}:{}", peer.addr, peer.port);
@@ -223,7 +215,7 @@ fn an_egress_box_of_a_docker_host_reached_over_ssh_is_fenced_there() {
     let plain = create(&[]);
     let (reached, said) = nc(&plain, &peer.addr, &port);
     assert!(!reached || said.is_empty(), "a plain egress box over ssh reached the private test host: {said}");
-    let gateway = bridge_gateway();
+    let gateway = docker::bridge_address();
     let (reached, said) = nc(&plain, &gateway, "22");
     assert!(!reached || said.is_empty(), "a box over ssh reached its docker host on {gateway}: {said}");
     let listed = format!("{}:{}", peer.addr, peer.port);
