@@ -340,15 +340,14 @@ impl Kit<'_> {
         let mut addrs = super::levels::host_addresses();
         addrs.push("10.0.2.2".into());
         addrs.extend(host_addresses_v6());
-        let mut script = format!("{FIND_NC}; {WGET}; ");
-        for a in &addrs {
+        let each = |a: &str| {
             let url = if a.contains(':') { format!("http://[{a}]:{port}/") } else { format!("http://{a}:{port}/") };
-            script += &format!(
+            format!(
                 "$NC -w 2 {a} {port} </dev/null >/dev/null 2>&1 && echo reached={a}; \
-                 $W -q -O /dev/null '{url}' >/dev/null 2>&1 && echo reached={a}-through-the-proxy; "
-            );
-        }
-        script += "echo done";
+                 $W -q -O /dev/null '{url}' >/dev/null 2>&1 && echo reached={a}-through-the-proxy;"
+            )
+        };
+        let script = format!("{FIND_NC}; {WGET}; {}echo done", super::levels::each_address(&addrs, each));
         let out = self.sh(id, &script).await?;
         let accepted = listener.accept().is_ok();
         let unfinished = format!("the probe did not finish ({}): {}", out.status, out.stderr_line());

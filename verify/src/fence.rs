@@ -73,11 +73,8 @@ impl Kit<'_> {
         let port = listener.local_addr().map_err(|e| tinybox_core::Error::io("read the probe's port", e))?.port();
         let mut addrs = levels::host_addresses();
         addrs.push("10.0.2.2".into());
-        let mut script = format!("{FIND_NC}; ");
-        for a in &addrs {
-            script += &format!("$NC -w 2 {a} {port} </dev/null >/dev/null 2>&1 && echo reached={a}; ");
-        }
-        script += "echo done";
+        let each = |a: &str| format!("$NC -w 2 {a} {port} </dev/null >/dev/null 2>&1 && echo reached={a};");
+        let script = format!("{FIND_NC}; {}echo done", levels::each_address(&addrs, each));
         let out = run(self.tb, id, &["sh", "-c", &script], &[], std::future::pending()).await?;
         let accepted = listener.accept().is_ok();
         Ok(host_verdict(&out.stdout, accepted, &addrs, port))

@@ -443,6 +443,25 @@ fn mounts_verdict(out: &super::Output, tag: &str, host_table: &str, host_ns: &st
     }
 }
 
+/// How many addresses a probe tries at once (see [`each_address`]).
+const AT_ONCE: usize = 8;
+
+/// A shell fragment running `each(address)` for every address in the
+/// background, [`AT_ONCE`] at a time, and waiting for all of them. A fence
+/// drops packets rather than refusing them, so each try lasts its whole
+/// timeout: one after another, a machine with many bridges (every docker
+/// egress box makes one) would need longer than [`super::GUARD`] allows.
+pub(super) fn each_address(addrs: &[String], each: impl Fn(&str) -> String) -> String {
+    let mut script = String::new();
+    for (i, a) in addrs.iter().enumerate() {
+        script += &format!("{{ {} }} & ", each(a));
+        if (i + 1) % AT_ONCE == 0 {
+            script += "wait; ";
+        }
+    }
+    script + "wait; "
+}
+
 /// The host's IPv4 addresses (the kernel's local routes), loopback first.
 pub(super) fn host_addresses() -> Vec<String> {
     let trie = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
@@ -468,12 +487,12 @@ pub(super) async fn no_route_to_host(kit: &Kit<'_>, id: &BoxId) -> Result<Verdic
     let mut script = String::from(
         "if command -v nc >/dev/null 2>&1; then t=nc; elif command -v bash >/dev/null 2>&1; then t=bash; else t=none; fi; echo tool=$t; ",
     );
-    for a in &addrs {
-        script += &format!(
+    script += &each_address(&addrs, |a| {
+        format!(
             "case $t in nc) nc -w 2 {a} {port} </dev/null >/dev/null 2>&1;; \
-             bash) bash -c 'exec 3<>/dev/tcp/{a}/{port}' 2>/dev/null;; esac; "
-        );
-    }
+             bash) bash -c 'exec 3<>/dev/tcp/{a}/{port}' 2>/dev/null;; esac;"
+        )
+    });
     script += "echo routes=$(tail -n +2 /proc/net/route 2>/dev/null | wc -l); echo done";
     let out = sh(kit, id, &script).await?;
     let accepted = listener.accept().is_ok();
@@ -652,6 +671,21 @@ mod tests {
         assert_eq!(v("file=5 9\ndone\n", [false, false]), Status::Fail);
         assert_eq!(v("file=6 9\ndone\n", [false, false]), Status::Pass);
         assert_eq!(v("done\n", [false, true]), Status::Fail);
+    }
+
+    #[test]
+    fn each_address_runs_every_try_and_waits_for_them_all() {
+        let addrs: Vec<String> = (0..20).map(|i| format!("10.0.0.{i}")).collect();
+        // Each try sleeps a little so that an unwaited one would print after `done`.
+        let script = each_address(&addrs, |a| format!("sleep 0.05; echo tried={a};")) + "echo done";
+        let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
+        let out = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.last(), Some(&"done"), "{out}");
+        let mut tried: Vec<&str> = lines.iter().filter_map(|l| l.strip_prefix("tried=")).collect();
+        tried.sort_by_key(|a| a.rsplit('.').next().unwrap().parse::<u32>().unwrap());
+        assert_eq!(tried, addrs.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(script.matches("wait;").count(), 3, "two full batches of {AT_ONCE} and the rest");
     }
 
     #[test]
