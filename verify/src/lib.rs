@@ -17,6 +17,7 @@ mod client_hello;
 mod egress_target;
 mod fence;
 mod levels;
+mod limits;
 mod privilege;
 mod probes;
 mod protocol;
