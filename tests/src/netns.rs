@@ -29,31 +29,59 @@ pub enum Service {
 /// The port [`Service::Http`] listens on.
 pub const HTTP_PORT: u16 = 8080;
 
+/// The head of every `200` the HTTP test servers send, before `Content-Length`.
+pub const OK_HEAD: &str = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n";
+
+/// An HTTP test server on `addr:port` as a Python program (it prints
+/// `ready` once it listens). It reads each request's head, and answers
+/// with the bytes of the Python expression `answer`, which sees the
+/// request line as `line`, `ok(body)` (a `200` with [`OK_HEAD`]) and
+/// `hello(line)` (`ok` of `hello from the test host: <request line>`).
+/// `prelude` runs first: data the answers use, listeners of its own.
+pub fn http_program(addr: &str, port: u16, prelude: &str, answer: &str) -> String {
+    let head = OK_HEAD.replace('\r', "\\r").replace('\n', "\\n");
+    format!(
+        r#"import socket,threading
+def ok(body):
+ return b'{head}Content-Length: %d\r\n\r\n' % len(body)+body
+def hello(line):
+ return ok(('hello from the test host: '+line+'\n').encode())
+{prelude}
+def serve(c):
+ data=b''
+ c.settimeout(10)
+ try:
+  while b'\r\n\r\n' not in data:
+   d=c.recv(4096)
+   if not d: break
+   data+=d
+  line=data.split(b'\r\n',1)[0].decode('latin1')
+  reply={answer}
+  c.settimeout(120)
+  c.sendall(reply)
+ except Exception: pass
+ c.close()
+s=socket.socket()
+s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+s.bind(('{addr}',{port}))
+s.listen(16)
+print('ready',flush=True)
+while True:
+ c,_=s.accept()
+ threading.Thread(target=serve,args=(c,),daemon=True).start()
+"#
+    )
+}
+
 /// The listener for `service` on `addr:port`, a Python program that
 /// prints `ready` once it listens.
 fn server_program(service: Service, addr: &str, port: u16) -> String {
-    let handler = match service {
-        Service::Hello => "def serve(c):\n c.sendall(b'hello')\n c.close()\n",
-        Service::Http => concat!(
-            "def serve(c):\n",
-            " data=b''\n",
-            " c.settimeout(10)\n",
-            " try:\n",
-            "  while b'\\r\\n\\r\\n' not in data:\n",
-            "   d=c.recv(4096)\n",
-            "   if not d: break\n",
-            "   data+=d\n",
-            "  line=data.split(b'\\r\\n',1)[0].decode('latin1')\n",
-            "  body=('hello from the test host: '+line+'\\n').encode()\n",
-            "  head=b'HTTP/1.0 200 OK\\r\\nContent-Type: text/plain\\r\\nConnection: close\\r\\n'\n",
-            "  c.sendall(head+b'Content-Length: %d\\r\\n\\r\\n' % len(body)+body)\n",
-            " except Exception: pass\n",
-            " c.close()\n",
+    match service {
+        Service::Hello => format!(
+            "import socket,threading\ndef serve(c):\n c.sendall(b'hello')\n c.close()\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(16)\nprint('ready',flush=True)\nwhile True:\n c,_=s.accept()\n threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
         ),
-    };
-    format!(
-        "import socket,threading\n{handler}s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(16)\nprint('ready',flush=True)\nwhile True:\n c,_=s.accept()\n threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
-    )
+        Service::Http => http_program(addr, port, "", "hello(line)"),
+    }
 }
 
 fn ip(args: &[&str]) -> bool {

@@ -12,7 +12,7 @@ use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::egress::{in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text, wait_gone};
 use tinybox_tests::microvm::{Reaper, TCG, processes_under};
-use tinybox_tests::netns::{HTTP_PORT, TestHost};
+use tinybox_tests::netns::{HTTP_PORT, OK_HEAD, TestHost, http_program};
 use tinybox_tests::{need_microvm, skip};
 
 const TEST: &str = "egress_microvm::a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_relay";
@@ -24,41 +24,19 @@ const BIG: usize = 32 << 20;
 /// The test host: `/big` gets [`BIG`] bytes of a pattern, anything else
 /// 200 with a line naming the request.
 fn program(addr: &str) -> String {
-    format!(
-        r#"import socket,threading
-big=bytes(range(256))*({BIG}//256)
-def serve(c):
- data=b''
- c.settimeout(10)
- try:
-  while b'\r\n\r\n' not in data:
-   d=c.recv(4096)
-   if not d: break
-   data+=d
-  line=data.split(b'\r\n',1)[0].decode('latin1')
-  body=big if ' /big ' in line else ('hello from the test host: '+line+'\n').encode()
-  c.settimeout(120)
-  c.sendall(b'HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n' % len(body)+body)
- except Exception: pass
- c.close()
-s=socket.socket()
-s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
-s.bind(('{addr}',{HTTP_PORT}))
-s.listen(16)
-print('ready',flush=True)
-while True:
- c,_=s.accept()
- threading.Thread(target=serve,args=(c,),daemon=True).start()
-"#
+    http_program(
+        addr,
+        HTTP_PORT,
+        &format!("big=bytes(range(256))*({BIG}//256)"),
+        "ok(big) if ' /big ' in line else hello(line)",
     )
 }
 
 /// The md5 of the whole answer to `/big`, head included, as busybox's
 /// md5sum in the guest prints it.
 fn big_answer_md5() -> String {
-    let script = format!(
-        "import hashlib;b=bytes(range(256))*({BIG}//256);print(hashlib.md5(b'HTTP/1.0 200 OK\\r\\nConnection: close\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(b)+b).hexdigest())"
-    );
+    let head = format!("{OK_HEAD}Content-Length: {BIG}\r\n\r\n").replace('\r', "\\r").replace('\n', "\\n");
+    let script = format!("import hashlib;b=bytes(range(256))*({BIG}//256);print(hashlib.md5(b'{head}'+b).hexdigest())");
     let out = std::process::Command::new("python3").args(["-c", &script]).output().expect("python3");
     assert!(out.status.success(), "{}", text(&out.stderr));
     text(&out.stdout).trim().to_owned()
@@ -153,7 +131,7 @@ fn a_microvm_allowlist_box_has_no_nic_and_reaches_what_it_lists_through_the_rela
         small = fetch_script(&allowed, "/small").replace("nc -w 20", "timeout 60 nc -w 20"),
     );
     let got = in_box(&env, &dns, &id, &stalled);
-    let head_len = format!("HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Length: {BIG}\r\n\r\n").len();
+    let head_len = format!("{OK_HEAD}Content-Length: {BIG}\r\n\r\n").len();
     assert_eq!(got, format!("20\n{}\n{}  -\n", BIG + head_len, big_answer_md5()));
 
     // A proxy that died is started again by the next command, and the

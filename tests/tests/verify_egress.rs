@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tinybox_tests::dns::DnsServer;
-use tinybox_tests::netns::{HTTP_PORT, TestHost};
+use tinybox_tests::netns::{HTTP_PORT, TestHost, http_program};
 use tinybox_tests::{Cli, have, skip};
 
 const HTTPS_PORT: u16 = 8443;
@@ -39,26 +39,10 @@ const ALLOWLIST_CLAIMS: &[&str] = &[
 fn program(addr: &str, cert_dir: &Path) -> String {
     let cert = cert_dir.join("cert.pem");
     let key = cert_dir.join("key.pem");
-    format!(
-        r#"import socket,ssl,threading
+    let tls = format!(
+        r#"import ssl
 ctx=ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain('{cert}','{key}')
-def http(c):
- data=b''
- c.settimeout(10)
- try:
-  while b'\r\n\r\n' not in data:
-   d=c.recv(4096)
-   if not d: break
-   data+=d
-  line=data.split(b'\r\n',1)[0].decode('latin1')
-  if ' /redirect ' in line:
-   c.sendall(b'HTTP/1.0 302 Found\r\nLocation: http://other.test:{HTTP_PORT}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
-  else:
-   body=('hello from the test host: '+line+'\n').encode()
-   c.sendall(b'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: %d\r\n\r\n' % len(body)+body)
- except Exception: pass
- c.close()
 def tls(c):
  try:
   c.settimeout(10)
@@ -67,24 +51,20 @@ def tls(c):
   t.close()
  except Exception:
   c.close()
-def listen(port,serve):
- s=socket.socket()
- s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
- s.bind(('{addr}',port))
- s.listen(16)
- def loop():
-  while True:
-   c,_=s.accept()
-   threading.Thread(target=serve,args=(c,),daemon=True).start()
- threading.Thread(target=loop,daemon=True).start()
-listen({HTTP_PORT},http)
-listen({HTTPS_PORT},tls)
-print('ready',flush=True)
-threading.Event().wait()
-"#,
+def tls_loop():
+ while True:
+  c,_=l.accept()
+  threading.Thread(target=tls,args=(c,),daemon=True).start()
+l=socket.socket()
+l.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
+l.bind(('{addr}',{HTTPS_PORT}))
+l.listen(16)
+threading.Thread(target=tls_loop,daemon=True).start()
+redirect=b'HTTP/1.0 302 Found\r\nLocation: http://other.test:{HTTP_PORT}/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'"#,
         cert = cert.display(),
         key = key.display(),
-    )
+    );
+    http_program(addr, HTTP_PORT, &tls, "redirect if ' /redirect ' in line else hello(line)")
 }
 
 /// A self-signed certificate for allowed.test, made with openssl.
