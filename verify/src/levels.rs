@@ -454,7 +454,8 @@ const AT_ONCE: usize = 8;
 pub(super) fn each_address(addrs: &[String], each: impl Fn(&str) -> String) -> String {
     let mut script = String::new();
     for (i, a) in addrs.iter().enumerate() {
-        script += &format!("{{ {} }} & ", each(a));
+        // A newline ends the command whatever it ends with (`;` or not).
+        script += &format!("{{ {}\n}} & ", each(a));
         if (i + 1) % AT_ONCE == 0 {
             script += "wait; ";
         }
@@ -677,7 +678,7 @@ mod tests {
     fn each_address_runs_every_try_and_waits_for_them_all() {
         let addrs: Vec<String> = (0..20).map(|i| format!("10.0.0.{i}")).collect();
         // Each try sleeps a little so that an unwaited one would print after `done`.
-        let script = each_address(&addrs, |a| format!("sleep 0.05; echo tried={a};")) + "echo done";
+        let script = each_address(&addrs, |a| format!("sleep 0.05; echo tried={a}")) + "echo done";
         let out = std::process::Command::new("sh").args(["-c", &script]).output().unwrap();
         let out = String::from_utf8(out.stdout).unwrap();
         let lines: Vec<&str> = out.lines().collect();
