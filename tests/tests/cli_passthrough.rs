@@ -334,7 +334,10 @@ fn a_reader_that_leaves_early_ends_the_output_quietly() {
 #[test]
 fn a_read_only_store_is_read_and_a_write_to_it_is_one_line() {
     if rustix::process::geteuid().as_raw() != 0 || !have("unshare") {
-        skip("cli_passthrough::read_only_store", "needs root and unshare, for a read-only bind mount");
+        skip(
+            "cli_passthrough::a_read_only_store_is_read_and_a_write_to_it_is_one_line",
+            "needs root and unshare, for a read-only bind mount",
+        );
         return;
     }
     let cli = Cli::new();

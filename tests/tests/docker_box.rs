@@ -367,7 +367,7 @@ fn test_user() -> Option<(u32, u32)> {
 #[test]
 fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    need_docker!("docker_box::privilege");
+    need_docker!("docker_box::nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege");
     // tinybox runs as root here: over root's own workspace (where only the
     // seccomp profile stands between the box and a setuid bit on a file it
     // owns) and over an unprivileged user's (where the box once planted
@@ -375,7 +375,10 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
     let mut owners = vec![("root", Some((0, 0)))];
     match test_user() {
         Some(user) => owners.push(("tinybox-test", Some(user))),
-        None => skip("docker_box::privilege (tinybox-test)", "no user tinybox-test (useradd -m tinybox-test)"),
+        None => skip(
+            "docker_box::nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege (tinybox-test)",
+            "no user tinybox-test (useradd -m tinybox-test)",
+        ),
     }
     let setcap = tinybox_tests::microvm::file_capability_probe();
     let setid = docker::set_id_probe();

@@ -213,7 +213,7 @@ fn workspace_listing(cli: &Cli, id: &str) -> String {
 
 #[test]
 fn an_image_label_never_chooses_the_host_directory_a_box_binds() {
-    need_docker!("docker_lifecycle::label");
+    need_docker!("docker_lifecycle::an_image_label_never_chooses_the_host_directory_a_box_binds");
     let ns = Namespace::new("label");
     let cli = Cli::new();
     let secret_dir = tempfile::tempdir().unwrap();
@@ -271,7 +271,7 @@ fn an_image_label_never_chooses_the_host_directory_a_box_binds() {
 #[test]
 fn a_fork_of_a_workspace_box_still_binds_its_directory_as_its_owner() {
     use std::os::unix::fs::MetadataExt;
-    need_docker!("docker_lifecycle::workspace_fork");
+    need_docker!("docker_lifecycle::a_fork_of_a_workspace_box_still_binds_its_directory_as_its_owner");
     let ns = Namespace::new("wsfork");
     let cli = Cli::new();
     let ws = tempfile::tempdir().unwrap();

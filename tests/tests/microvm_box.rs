@@ -467,8 +467,8 @@ async fn a_box_placed_on_another_machine_is_refused_not_run_here() {
 
 #[test]
 fn a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options() {
-    need_microvm!("microvm_box::comma");
-    for who in Principal::all("microvm_box::comma") {
+    need_microvm!("microvm_box::a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options");
+    for who in Principal::all("microvm_box::a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options") {
         // Two siblings: the workspace asked for, named `a,path=<other>`, and
         // <other>, holding a secret. Unescaped, QEMU read the name as two
         // `path=` keys and shared the last: <other>.
@@ -506,12 +506,15 @@ fn a_comma_in_the_workspace_or_store_path_never_rewrites_qemu_s_options() {
 #[test]
 fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    need_microvm!("microvm_box::privilege");
+    need_microvm!("microvm_box::nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege");
     // (who runs tinybox, who owns the workspace): a caller over its own
     // workspace, and root over an unprivileged user's, the case where a
     // box run by root once planted root-owned setuid programs.
     let mut cases: Vec<(Principal, Principal)> =
-        Principal::all("microvm_box::privilege").into_iter().map(|p| (p.clone(), p)).collect();
+        Principal::all("microvm_box::nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege")
+            .into_iter()
+            .map(|p| (p.clone(), p))
+            .collect();
     if let Some(user) = cases.iter().map(|c| c.0.clone()).find(|p| matches!(p, Principal::User { .. })) {
         cases.push((Principal::Me, user));
     }
@@ -612,7 +615,7 @@ fn nothing_a_box_writes_into_the_workspace_reaches_the_host_with_privilege() {
 
 #[test]
 fn listing_drivers_writes_nothing_in_the_cache_or_the_store() {
-    need_microvm!("microvm_box::handshake");
+    need_microvm!("microvm_box::listing_drivers_writes_nothing_in_the_cache_or_the_store");
     let tmp = tempfile::tempdir().unwrap();
     let (home, cache, store) = (tmp.path().join("home"), tmp.path().join("cache"), tmp.path().join("store"));
     std::fs::create_dir(&home).unwrap();
@@ -655,7 +658,7 @@ fn listing_drivers_writes_nothing_in_the_cache_or_the_store() {
 
 #[test]
 fn more_vcpus_than_the_host_has_are_refused_under_emulation_at_once() {
-    need_microvm!("microvm_box::host_cpus");
+    need_microvm!("microvm_box::more_vcpus_than_the_host_has_are_refused_under_emulation_at_once");
     let (env, _reaper) = env_for(&Principal::Me);
     let host = std::thread::available_parallelism().map_or(1, usize::from);
     let cpus = (host + 1).max(64).to_string();
@@ -674,7 +677,7 @@ fn more_vcpus_than_the_host_has_are_refused_under_emulation_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_killed_midway_leaves_a_vm_the_driver_finds_from_the_box_id_alone() {
-    need_microvm!("microvm_box::interrupted");
+    need_microvm!("microvm_box::a_create_killed_midway_leaves_a_vm_the_driver_finds_from_the_box_id_alone");
     use tinybox_core::driver::{Drivers, Timeouts};
     use tinybox_core::model::{BoxId, HostName, SandboxName};
     use tinybox_sdk::protocol::BoxRef;

@@ -362,8 +362,8 @@ fn a_failing_destination_ends_the_command_and_is_named() {
 /// microvm: the guest's streams are its own; the caller's files stay whole.
 #[test]
 fn microvm_box_cannot_reach_the_callers_files() {
-    need_microvm!("stdio_handles::microvm");
-    for who in Principal::all("stdio_handles::microvm") {
+    need_microvm!("stdio_handles::microvm_box_cannot_reach_the_callers_files");
+    for who in Principal::all("stdio_handles::microvm_box_cannot_reach_the_callers_files") {
         let env = BoxEnv::new(&who);
         let _reaper = Reaper(env.store.path().to_owned());
         let id = env.create(TCG);

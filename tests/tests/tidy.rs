@@ -1,8 +1,9 @@
 //! Workspace rules no reviewer should have to check by hand: no driver
 //! depends on core, the module and the conformance kit build on core and
 //! the sdk only, core takes the egress crate without its proxy, every Rust
-//! file opens with a `//!` line saying what it is for, and
-//! docs/architecture.md names every crate and source file.
+//! file opens with a `//!` line saying what it is for, every live test's
+//! skip names its test, and docs/architecture.md names every crate and
+//! source file.
 //! Dependencies are read from `cargo metadata` (every Cargo.toml,
 //! as cargo itself reads them).
 
@@ -186,6 +187,58 @@ fn the_architecture_document_names_every_crate_and_source_file() {
         }
     }
     assert!(unnamed.is_empty(), "docs/architecture.md does not name these (add them to its code map): {unnamed:#?}");
+}
+
+/// The module path a test file's tests run under, as libtest names their
+/// threads and the skip check reads them: `x.rs` is `x`; `x/y.rs` is
+/// `x::y` when `x.rs` takes it by `#[path]`, `x::x::y` when `x.rs` wraps
+/// its modules in `mod x { ... }`.
+fn test_module(tests: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(tests).expect("under tests/tests").with_extension("");
+    let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    match parts.as_slice() {
+        [one] => one.clone(),
+        [dir, leaf] => {
+            let parent = std::fs::read_to_string(tests.join(format!("{dir}.rs"))).unwrap_or_default();
+            match parent.contains(&format!("#[path = \"{dir}/{leaf}.rs\"]")) {
+                true => format!("{dir}::{leaf}"),
+                false => format!("{dir}::{dir}::{leaf}"),
+            }
+        }
+        _ => panic!("a test file nested deeper than one directory: {}", rel.display()),
+    }
+}
+
+/// Every string in the live suites that names a test of its own binary
+/// (`<binary>::...`, as a skip, a `need_*!` or `Principal::all` takes it)
+/// names one that exists, with its whole module path: a skip under
+/// another name fails `skip`'s own check, so a machine without the part
+/// would see a panic instead of `skipped: <reason>`.
+#[test]
+fn every_skip_names_a_test_of_its_own_file() {
+    let tests = root().join("tests/tests");
+    let mut files = Vec::new();
+    rust_files(&tests, &mut files);
+    let mut wrong = Vec::new();
+    for file in &files {
+        let module = test_module(&tests, file);
+        let binary = module.split("::").next().expect("a binary").to_owned();
+        let text = std::fs::read_to_string(file).expect("read a test file");
+        for literal in text.split('"').skip(1).step_by(2) {
+            let name = literal.split(" (").next().unwrap_or(literal);
+            let Some((path, function)) = name.rsplit_once("::") else { continue };
+            let is_test_name = path.split("::").next() == Some(binary.as_str())
+                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == ':');
+            if !is_test_name {
+                continue;
+            }
+            if path != module || !text.contains(&format!("fn {function}(")) {
+                let shown = file.strip_prefix(root()).unwrap_or(file).display();
+                wrong.push(format!("{shown}: \"{name}\" (its tests are {module}::<function>)"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "skip names that are not a test of their file: {wrong:#?}");
 }
 
 #[test]
