@@ -61,15 +61,17 @@ def serve(c):
   c.sendall(reply)
  except Exception: pass
  c.close()
-s=socket.socket()
-s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)
-s.bind(('{addr}',{port}))
-s.listen(16)
-print('ready',flush=True)
-while True:
- c,_=s.accept()
- threading.Thread(target=serve,args=(c,),daemon=True).start()
-"#
+{listen}"#,
+        listen = serve_forever(addr, port)
+    )
+}
+
+/// The end of every test server program: listen on `addr:port`, say
+/// `ready`, and run `serve(c)` on a thread of its own for each connection.
+fn serve_forever(addr: &str, port: u16) -> String {
+    format!(
+        "s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(16)\n\
+         print('ready',flush=True)\nwhile True:\n c,_=s.accept()\n threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
     )
 }
 
@@ -77,9 +79,12 @@ while True:
 /// prints `ready` once it listens.
 fn server_program(service: Service, addr: &str, port: u16) -> String {
     match service {
-        Service::Hello => format!(
-            "import socket,threading\ndef serve(c):\n c.sendall(b'hello')\n c.close()\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{addr}',{port}))\ns.listen(16)\nprint('ready',flush=True)\nwhile True:\n c,_=s.accept()\n threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
-        ),
+        Service::Hello => {
+            format!(
+                "import socket,threading\ndef serve(c):\n c.sendall(b'hello')\n c.close()\n{}",
+                serve_forever(addr, port)
+            )
+        }
         Service::Http => http_program(addr, port, "", "hello(line)"),
     }
 }
