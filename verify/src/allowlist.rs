@@ -24,6 +24,8 @@ type Verdict = (Status, String);
 /// client has finished with (a tunnel's decision is written when it ends).
 const LOG_WAIT: Duration = Duration::from_secs(10);
 
+const NO_WGET: &str = "the box has no wget";
+
 /// The allowlist claims, in report order.
 pub fn claims() -> impl Iterator<Item = Claim> {
     Claim::ALL.into_iter().filter(|c| c.requirement() == super::Requirement::NetworkAllowlist)
@@ -138,11 +140,11 @@ impl Kit<'_> {
         let t = target;
         Ok(match claim {
             Claim::AllowlistListedNameReached => {
-                let (f, log) = self.fetch(id, &t.url(&t.allowed_name, "/"), &t.allowed_name).await?;
+                let (f, log) = self.fetch(id, &t.url(&t.allowed_name, "/"), &[&t.allowed_name]).await?;
                 reached_verdict(&f, &log, &t.allowed_name)
             }
             Claim::AllowlistUnlistedNameRefused => {
-                let (f, log) = self.fetch(id, &t.url(&t.refused_name, "/"), &t.refused_name).await?;
+                let (f, log) = self.fetch(id, &t.url(&t.refused_name, "/"), &[&t.refused_name]).await?;
                 refused_verdict(&f, &log, &t.refused_name, "an unlisted name")
             }
             Claim::AllowlistAddressLiteralRefused => {
@@ -150,11 +152,11 @@ impl Kit<'_> {
                     IpAddr::V4(a) => a.to_string(),
                     IpAddr::V6(a) => format!("[{a}]"),
                 };
-                let (f, log) = self.fetch(id, &t.url(&literal, "/"), &literal).await?;
+                let (f, log) = self.fetch(id, &t.url(&literal, "/"), &[&literal]).await?;
                 refused_verdict(&f, &log, &literal, "an unlisted address literal")
             }
             Claim::AllowlistRebindingRefused => {
-                let (f, log) = self.fetch(id, &t.url(&t.rebind_name, "/"), &t.rebind_name).await?;
+                let (f, log) = self.fetch(id, &t.url(&t.rebind_name, "/"), &[&t.rebind_name]).await?;
                 refused_verdict(&f, &log, &t.rebind_name, "a listed name resolving to a private or loopback address")
             }
             Claim::AllowlistNoDirectConnection => self.direct(id, t).await?,
@@ -176,14 +178,17 @@ impl Kit<'_> {
         self.tb.network_log(id).unwrap_or_default()
     }
 
-    /// The decisions logged after the first `before`, once one is about
-    /// `name` (or [`LOG_WAIT`] has passed).
-    async fn decisions_after(&self, id: &BoxId, before: usize, name: &str) -> Vec<Decision> {
+    /// The decisions logged after the first `before`, once there is one
+    /// about each of `names` (or [`LOG_WAIT`] has passed). The proxy logs a
+    /// request when its connection ends, so a redirect's first request can
+    /// be logged after the second: waiting for the later one alone would
+    /// read a log that does not have the earlier one yet.
+    async fn decisions_after(&self, id: &BoxId, before: usize, names: &[&str]) -> Vec<Decision> {
         let deadline = Instant::now() + LOG_WAIT;
         loop {
             let all = self.decisions(id);
             let new: Vec<Decision> = all.into_iter().skip(before).collect();
-            if new.iter().any(|d| about(d, name)) || Instant::now() >= deadline {
+            if covers(&new, names) || Instant::now() >= deadline {
                 return new;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -191,12 +196,12 @@ impl Kit<'_> {
     }
 
     /// wget of `url` through the box's proxy settings, and what the proxy
-    /// logged about `name` meanwhile.
-    async fn fetch(&self, id: &BoxId, url: &str, name: &str) -> tinybox_core::Result<(Fetch, Vec<Decision>)> {
+    /// logged meanwhile (waiting for a decision about each of `names`).
+    async fn fetch(&self, id: &BoxId, url: &str, names: &[&str]) -> tinybox_core::Result<(Fetch, Vec<Decision>)> {
         let before = self.decisions(id).len();
         let out = self.sh(id, &format!("{WGET}; $W -q -O - '{url}'; rc=$?; echo; echo rc=$rc")).await?;
         let f = fetched(&out);
-        let log = if f.missing { Vec::new() } else { self.decisions_after(id, before, name).await };
+        let log = if f.missing { Vec::new() } else { self.decisions_after(id, before, names).await };
         Ok((f, log))
     }
 
@@ -238,7 +243,7 @@ impl Kit<'_> {
             );
             let f = fetched(&self.sh(id, &script).await?);
             if f.missing {
-                return Ok((Status::Skipped, "the box has no wget".into()));
+                return Ok((Status::Skipped, NO_WGET.into()));
             }
             if f.rc == Some(0) || !f.body.is_empty() {
                 got.push(format!("{url} answered {:?}", f.body));
@@ -322,7 +327,7 @@ impl Kit<'_> {
             return Ok((Status::Fail, "the box's environment has no https_proxy".into()));
         }
         let reply = unhex(out.stdout.trim());
-        let log = self.decisions_after(id, before, &t.allowed_name).await;
+        let log = self.decisions_after(id, before, &[&t.allowed_name]).await;
         Ok(tunnel_verdict(&reply, &log, &authority, sni, mismatch))
     }
 
@@ -355,47 +360,25 @@ impl Kit<'_> {
     }
 
     /// A redirect from the allowed host to the refused name. A run that
-    /// cannot tell (wget did not get as far as the second request: seen
-    /// once in five under a loaded machine's four parallel kits) is tried
-    /// once more; a let-through redirect fails at once.
+    /// cannot tell (wget did not get as far as the second request, seen
+    /// once in five under a loaded machine's four parallel kits; or the
+    /// log lacked a request within [`LOG_WAIT`]) is tried once more; a
+    /// let-through redirect fails at once.
     async fn redirect(&self, id: &BoxId, t: &EgressTarget) -> tinybox_core::Result<Verdict> {
         let first = self.redirect_once(id, t).await?;
-        if first.0 == Status::Skipped && first.1.starts_with("wget did not follow") {
+        if first.0 == Status::Skipped && first.1 != NO_WGET {
             return self.redirect_once(id, t).await;
         }
         Ok(first)
     }
 
     async fn redirect_once(&self, id: &BoxId, t: &EgressTarget) -> tinybox_core::Result<Verdict> {
-        let (f, log) = self.fetch(id, &t.url(&t.allowed_name, &t.redirect_path), &t.refused_name).await?;
+        let names = [t.allowed_name.as_str(), t.refused_name.as_str()];
+        let (f, log) = self.fetch(id, &t.url(&t.allowed_name, &t.redirect_path), &names).await?;
         if f.missing {
-            return Ok((Status::Skipped, "the box has no wget".into()));
+            return Ok((Status::Skipped, NO_WGET.into()));
         }
-        let first = log.iter().find(|d| about(d, &t.allowed_name));
-        let second: Vec<&Decision> = log.iter().filter(|d| about(d, &t.refused_name)).collect();
-        let shown: Vec<String> = log.iter().map(show).collect();
-        Ok(match (first, second.as_slice()) {
-            (_, s) if s.iter().any(|d| d.decision == Decided::Allowed) => {
-                (Status::Fail, format!("the redirect to {} was let through: {}", t.refused_name, shown.join("; ")))
-            }
-            (Some(a), [r, ..]) if a.decision == Decided::Allowed && f.rc != Some(0) => {
-                (Status::Pass, format!("the first request was allowed, the redirected one refused ({})", r.reason))
-            }
-            (Some(a), []) if a.decision == Decided::Allowed => (
-                Status::Skipped,
-                format!(
-                    "wget did not follow the redirect to {} (status {:?}: {}; decisions: {}): inconclusive",
-                    t.refused_name,
-                    f.rc,
-                    f.stderr,
-                    shown.join("; ")
-                ),
-            ),
-            _ => (
-                Status::Skipped,
-                format!("the first request, to {}, was not allowed: {}", t.allowed_name, shown.join("; ")),
-            ),
-        })
+        Ok(redirect_verdict(&f, &log, t))
     }
 }
 
@@ -430,7 +413,7 @@ fn after_established(reply: &[u8]) -> Option<&[u8]> {
 
 fn reached_verdict(f: &Fetch, log: &[Decision], name: &str) -> Verdict {
     if f.missing {
-        return (Status::Skipped, "the box has no wget".into());
+        return (Status::Skipped, NO_WGET.into());
     }
     let allowed = log.iter().find(|d| about(d, name) && d.decision == Decided::Allowed);
     match (f.rc, allowed) {
@@ -457,7 +440,7 @@ fn reached_verdict(f: &Fetch, log: &[Decision], name: &str) -> Verdict {
 
 fn refused_verdict(f: &Fetch, log: &[Decision], name: &str, what: &str) -> Verdict {
     if f.missing {
-        return (Status::Skipped, "the box has no wget".into());
+        return (Status::Skipped, NO_WGET.into());
     }
     let mine: Vec<&Decision> = log.iter().filter(|d| about(d, name)).collect();
     if f.rc == Some(0) || mine.iter().any(|d| d.decision == Decided::Allowed) {
@@ -514,6 +497,42 @@ fn tunnel_verdict(reply: &[u8], log: &[Decision], authority: &str, sni: &str, mi
 #[cfg(test)]
 #[path = "allowlist_tests.rs"]
 mod tests;
+
+/// The redirect claim's verdict from wget's result and the proxy's log:
+/// the first request (to the allowed name) allowed and the redirected one
+/// (to the refused name) refused, in whichever order the proxy logged them.
+fn redirect_verdict(f: &Fetch, log: &[Decision], t: &EgressTarget) -> Verdict {
+    let first = log.iter().find(|d| about(d, &t.allowed_name));
+    let second: Vec<&Decision> = log.iter().filter(|d| about(d, &t.refused_name)).collect();
+    let shown: Vec<String> = log.iter().map(show).collect();
+    match (first, second.as_slice()) {
+        (_, s) if s.iter().any(|d| d.decision == Decided::Allowed) => {
+            (Status::Fail, format!("the redirect to {} was let through: {}", t.refused_name, shown.join("; ")))
+        }
+        (Some(a), [r, ..]) if a.decision == Decided::Allowed && f.rc != Some(0) => {
+            (Status::Pass, format!("the first request was allowed, the redirected one refused ({})", r.reason))
+        }
+        (Some(a), []) if a.decision == Decided::Allowed => (
+            Status::Skipped,
+            format!(
+                "wget did not follow the redirect to {} (status {:?}: {}; decisions: {}): inconclusive",
+                t.refused_name,
+                f.rc,
+                f.stderr,
+                shown.join("; ")
+            ),
+        ),
+        _ => (
+            Status::Skipped,
+            format!("the first request, to {}, was not allowed: {}", t.allowed_name, shown.join("; ")),
+        ),
+    }
+}
+
+/// Whether `log` holds a decision about each of `names`.
+fn covers(log: &[Decision], names: &[&str]) -> bool {
+    names.iter().all(|n| log.iter().any(|d| about(d, n)))
+}
 
 /// What the host probe of an allowlist box saw: `reached=ADDR` lines, and
 /// whether the kit's listener accepted a connection.

@@ -97,3 +97,22 @@ fn an_allowlist_box_that_reaches_the_host_fails_the_host_claim() {
     let v6 = host_addresses_v6();
     assert!(v6.iter().all(|a| a.parse::<std::net::Ipv6Addr>().is_ok()), "{v6:?}");
 }
+
+#[test]
+fn a_redirect_is_judged_on_both_requests_in_either_logged_order() {
+    let f = |rc: i32| Fetch { missing: false, rc: Some(rc), body: String::new(), stderr: String::new() };
+    let allowed = decision(Method::Http, "allowed.test", Decided::Allowed, "allowed.test:8080");
+    let refused = decision(Method::Http, "other.test", Decided::Refused, "not on the allowlist");
+    let through = decision(Method::Http, "other.test", Decided::Allowed, "other.test:8080");
+    let t = target();
+    // The proxy logs a request when its connection ends: the redirected
+    // request can come first, and the wait is for both names.
+    let late = [refused.clone(), allowed.clone()];
+    assert!(covers(&late, &["allowed.test", "other.test"]));
+    assert!(!covers(&late[..1], &["allowed.test", "other.test"]));
+    assert_eq!(redirect_verdict(&f(8), &late, &t).0, Status::Pass);
+    assert_eq!(redirect_verdict(&f(8), &[allowed.clone(), refused.clone()], &t).0, Status::Pass);
+    assert_eq!(redirect_verdict(&f(0), &[allowed.clone(), through], &t).0, Status::Fail);
+    assert_eq!(redirect_verdict(&f(8), &late[..1], &t).0, Status::Skipped);
+    assert_eq!(redirect_verdict(&f(0), &[allowed], &t).0, Status::Skipped);
+}
