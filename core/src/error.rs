@@ -55,6 +55,8 @@ pub enum Capability {
     SnapshotExec,
     /// Making a box, running one command in it and removing it as one step.
     RunOnce,
+    /// Moving a tar into or out of a frozen box the sandbox's own way.
+    Archive,
     /// Running a command on a terminal made for it.
     Terminal,
     /// An allowlist network (an egress proxy in front of a box with no other way out).
@@ -91,6 +93,7 @@ impl fmt::Display for Capability {
             Capability::Fork => f.write_str("fork"),
             Capability::SnapshotExec => f.write_str("snapshot_exec (reading a stopped box from its snapshot)"),
             Capability::RunOnce => f.write_str("run_once (a box made for one command in one step)"),
+            Capability::Archive => f.write_str("archive (a copy through the sandbox's own archive path)"),
             Capability::Terminal => f.write_str("a terminal (run the command without one)"),
             Capability::NetworkAllowlist => {
                 f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")

@@ -17,8 +17,8 @@ use serde::de::DeserializeOwned;
 use crate::model::{ExitStatus, SandboxCapabilities, SnapshotId, TtySize};
 use crate::peer::{CallError, Peer, PeerOptions};
 use crate::protocol::{
-    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeParams,
-    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult,
+    ArchiveParams, ArchiveResult, BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams,
+    HandshakeParams, HandshakeResult, Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult,
     SnapshotExecParams, SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method, version,
 };
 
@@ -94,6 +94,12 @@ pub trait SandboxDriver: Send + Sync + 'static {
     /// default answers unsupported.
     async fn run_once(&self, _host: &HostHandle, _params: RunOnceParams) -> Result<ExitStatus, DriverError> {
         Err(DriverError::unsupported("this sandbox makes no box for one command"))
+    }
+    /// Moves a tar into or out of a running box its own way
+    /// (`ArchiveParams`). A driver declaring `archive` implements
+    /// it; the default answers unsupported.
+    async fn archive(&self, _host: &HostHandle, _params: ArchiveParams) -> Result<ArchiveResult, DriverError> {
+        Err(DriverError::unsupported("this sandbox has no archive path of its own"))
     }
     /// Stops an exec. Runs forwarded to the host through `host.run` with the
     /// same `exec_id` are cancelled by core itself.
@@ -338,6 +344,13 @@ pub async fn serve_sandbox<D: SandboxDriver>(driver: D) -> std::io::Result<()> {
             refuse_before_handshake(&s)?;
             let p: SnapshotExecParams = parse(&params)?;
             ok(s.driver.snapshot_exec(&s.host, p).await.map(|status| RunResult { status }))
+        })
+        .expect("unique method");
+    module
+        .register_async_method(method::SANDBOX_ARCHIVE, |params, s, _| async move {
+            refuse_before_handshake(&s)?;
+            let p: ArchiveParams = parse(&params)?;
+            ok(s.driver.archive(&s.host, p).await)
         })
         .expect("unique method");
     module

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, Feature, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
-    BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams, HandshakeResult, Health,
-    InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult, SnapshotExecParams, SnapshotResult,
-    SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method,
+    ArchiveParams, ArchiveResult, BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams,
+    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult,
+    SnapshotExecParams, SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
@@ -213,6 +213,19 @@ impl SandboxLink {
                 Ok(r.status)
             }
             _ => Err(Error::unsupported(&self.name(), crate::error::Capability::SnapshotExec)),
+        }
+    }
+
+    /// Moves a tar into or out of a running box the sandbox's own way, for
+    /// a sandbox declaring `archive` (core's copy checks
+    /// before this is called). Unbounded like an exec: its length is the
+    /// copy's.
+    pub async fn archive(&self, params: ArchiveParams) -> Result<ArchiveResult> {
+        match self {
+            SandboxLink::Driver { conn, .. } if self.capabilities().has(&Feature::Archive) => {
+                conn.call_unbounded(method::SANDBOX_ARCHIVE, params).await
+            }
+            _ => Err(Error::unsupported(&self.name(), crate::error::Capability::Archive)),
         }
     }
 

@@ -19,6 +19,9 @@
 //! `tinybox run` of a box nothing needs after its command is one `docker
 //! run --rm` (`run_once`, run_once.rs).
 //!
+//! A copy into or out of a running box goes through `docker cp` where the
+//! daemon keeps it in the container's root (`archive`, archive.rs, ADR 0024).
+//!
 //! A stopped box is read from its newest snapshot (`snapshot_exec`, in
 //! from_snapshot.rs): a short-lived read-only container from that image.
 //!
@@ -26,6 +29,7 @@
 //! storage drivers) and does not declare pause/resume (no sandbox method
 //! reaches it); core refuses both before this driver hears of them.
 
+mod archive;
 mod argv;
 mod destroy;
 mod execs;
@@ -44,8 +48,8 @@ use tinybox_sdk::model::{
     ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind,
 };
 use tinybox_sdk::protocol::{
-    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, RunOnceParams,
-    SnapshotExecParams, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult,
+    ArchiveParams, ArchiveResult, BoxRef, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult,
+    RunOnceParams, SnapshotExecParams, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult,
 };
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -94,6 +98,7 @@ fn capabilities(local: bool, fenced: bool) -> SandboxCapabilities {
         Feature::SnapshotSweep,
         Feature::SnapshotExec,
         Feature::RunOnce,
+        Feature::Archive,
     ]
     .into();
     if local {
@@ -252,6 +257,10 @@ impl SandboxDriver for DockerSandbox {
 
     async fn run_once(&self, host: &HostHandle, params: RunOnceParams) -> Result<ExitStatus, DriverError> {
         self.docker.run_once(host, params).await
+    }
+
+    async fn archive(&self, host: &HostHandle, params: ArchiveParams) -> Result<ArchiveResult, DriverError> {
+        archive::archive(host, params).await
     }
 
     async fn cancel(&self, host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {

@@ -94,6 +94,14 @@ pub enum Feature {
     /// isolation. Core uses it for `tinybox run` where nothing needs the
     /// box to outlive its command.
     RunOnce,
+    /// `sandbox.archive` moves a tar of a running box's path out of it, or
+    /// extracts one into a directory of it, through the sandbox's own
+    /// archive path (docker's `docker cp`), which keeps every path it
+    /// resolves inside the box's own root (a sandbox whose archive path
+    /// cannot promise that declines, and core goes through the box). Core
+    /// still checks each entry of a tar coming out, and writes the tar
+    /// going in itself.
+    Archive,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -111,6 +119,7 @@ impl fmt::Display for Feature {
             Feature::SnapshotExec => f.write_str("snapshot_exec"),
             Feature::EgressFence => f.write_str("egress_fence"),
             Feature::RunOnce => f.write_str("run_once"),
+            Feature::Archive => f.write_str("archive"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }

@@ -36,6 +36,7 @@ pub mod method {
     pub const SANDBOX_SNAPSHOT_SWEEP: &str = "sandbox.snapshot_sweep";
     pub const SANDBOX_SNAPSHOT_EXEC: &str = "sandbox.snapshot_exec";
     pub const SANDBOX_RUN_ONCE: &str = "sandbox.run_once";
+    pub const SANDBOX_ARCHIVE: &str = "sandbox.archive";
 }
 
 /// Whether a driver is a host (reach) or a sandbox (confinement).
@@ -383,6 +384,74 @@ pub struct SnapshotExecParams {
     pub exec_id: String,
     pub request: ExecRequest,
     pub stdio: StdioRef,
+}
+
+/// Which way `sandbox.archive` moves a tar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArchiveDirection {
+    /// A tar on stdin is extracted into `path`, an existing directory.
+    In,
+    /// A tar of `path` (the entry itself, a symlink not followed), rooted
+    /// at its last component, is written to stdout.
+    Out,
+}
+
+/// `sandbox.archive` (`Feature::Archive`): move a tar into or out of a
+/// running box through the sandbox's archive path, every path resolved in
+/// the box's own root. Core sends it only to a sandbox declaring
+/// `archive`, for a box that is ready, with an absolute `path` (checked by
+/// [`ArchiveParams::validate`]). Only stdin (in) or stdout (out) carries
+/// the tar, with one exception: in, the driver writes `go\n` on stdout
+/// once it will read the tar, and core writes none before it, so a copy
+/// the driver declines has read nothing of a caller's stream. stderr
+/// carries what the sandbox's tool said. The answer is an [`ArchiveResult`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArchiveParams {
+    /// Names this archive for `cancel`.
+    pub exec_id: String,
+    pub target: BoxRef,
+    pub direction: ArchiveDirection,
+    pub path: String,
+    pub stdio: StdioRef,
+}
+
+impl ArchiveParams {
+    /// What core sends and a driver checks again before `path` reaches its
+    /// tool's command line: absolute, no NUL or newline, and no `.`/`..`
+    /// component (a tool may resolve those its own way; core's copy through
+    /// the box takes such paths instead).
+    pub fn validate(&self) -> Result<(), String> {
+        let p = &self.path;
+        if !p.starts_with('/') {
+            return Err(format!("archive path {p:?} is not absolute"));
+        }
+        if p.contains(['\0', '\n']) {
+            return Err(format!("archive path {p:?} holds a NUL or a newline"));
+        }
+        if p.split('/').any(|c| c == "." || c == "..") {
+            return Err(format!("archive path {p:?} has a . or .. component"));
+        }
+        Ok(())
+    }
+}
+
+/// How a `sandbox.archive` ended, when the sandbox's tool did not fail in a
+/// way only its message tells.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum ArchiveResult {
+    /// The tar was moved whole.
+    Done,
+    /// `path` does not exist in the box; nothing was moved.
+    NoSuchPath,
+    /// (In) `path` is not a directory; nothing was read from stdin.
+    NotADirectory,
+    /// The sandbox cannot do this one archive its own way (an archive path
+    /// that could resolve outside the box, a box whose user is not the one
+    /// its archive path writes as); nothing was moved and core goes
+    /// through the box instead. `reason` says why, for the trace.
+    Declined { reason: String },
 }
 
 /// `sandbox.run_once`: make box `create.box_id` as `sandbox.create` would,

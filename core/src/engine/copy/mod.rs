@@ -3,7 +3,9 @@
 //! stream on the exec path's pipes, never in JSON: `tar` runs inside the
 //! box, confined like any command there, so nothing it reads or writes can
 //! leave the box's own filesystem; on this side the stream is built from,
-//! or written to, the caller's path by this module.
+//! or written to, the caller's path by this module. A sandbox declaring
+//! `archive` moves the same tar its own way instead (archive.rs: docker's
+//! `docker cp`), checked here the same way.
 //!
 //! A tar coming out of a box is the box's word and is checked entry by
 //! entry before anything is written: one root named as asked, no absolute
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use tinybox_sdk::model::{BoxId, ExecRequest};
 use tinybox_sdk::stdio::StdioFds;
 
+mod archive;
 mod extract;
 mod files;
 mod host_dir;
@@ -250,6 +253,10 @@ impl Tinybox {
             return Err(CopyError::EmptyBoxPath { box_id }.into());
         }
         let local = match self.copy_by_directory(&box_id, direction, &box_path, local).await? {
+            Ok(outcome) => return Ok(outcome),
+            Err(local) => local,
+        };
+        let local = match self.copy_by_archive(&box_id, direction, &box_path, local).await? {
             Ok(outcome) => return Ok(outcome),
             Err(local) => local,
         };
