@@ -260,6 +260,40 @@ fn a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_re
     assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]");
 }
 
+/// Hosts that send a begin and leave before the agent answers (an open
+/// that gave up, a killed driver) on every port: the agent greets the next
+/// host on each. It used to stop serving such a port for good, and every
+/// later command on it waited out its open (seen in CI as a kit that hung).
+#[test]
+fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
+    need_microvm!("microvm_box::a_host_that_leaves_before_the_agent_answers_leaves_the_port_served");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let id = env.create(TCG);
+    assert_eq!(exec_ok(&env, &id, &["echo", "ready"]), "ready\n");
+    let dir = vm_dir(&env, &id);
+    let ports: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name().unwrap().to_string_lossy().starts_with("port-") && p.extension() == Some("sock".as_ref())
+        })
+        .collect();
+    assert!(ports.len() >= 2, "a health port and an exec port: {ports:?}");
+    // A begin frame: kind, a little-endian length, a 16-byte nonce.
+    let mut begin = vec![b'B', 16, 0, 0, 0];
+    begin.extend_from_slice(&[7u8; 16]);
+    for port in &ports {
+        for _ in 0..3 {
+            let mut s = std::os::unix::net::UnixStream::connect(port).unwrap();
+            std::io::Write::write_all(&mut s, &begin).unwrap();
+        }
+    }
+    for n in 0..3 {
+        assert_eq!(exec_ok(&env, &id, &["echo", "served"]), "served\n", "command {n} after the hosts left");
+    }
+    remove_and_check_clean(&env, &id);
+}
+
 #[path = "microvm_box/egress.rs"]
 mod egress;
 #[path = "microvm_box/privilege.rs"]

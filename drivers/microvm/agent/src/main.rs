@@ -245,8 +245,21 @@ fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
             Next::Begin(nonce) => nonce,
             Next::Idle => wait_for_begin(&port, dev)?,
         };
-        port.send(Kind::Sync, &nonce)?;
-        port.send(Kind::Hello, &serde_json::to_vec(&hello())?)?;
+        // A host that left between its begin and this answer (its open
+        // gave up, it was killed) is not the end of the port: the next host
+        // is greeted as at boot. Returning here would leave the port
+        // unserved for the VM's life, every later command on it waiting out
+        // its open.
+        let greeting = serde_json::to_vec(&hello())?;
+        match port.send(Kind::Sync, &nonce).and_then(|()| port.send(Kind::Hello, &greeting)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                log(format_args!("{}: {e} before the session began; waiting for the next", dev.display()));
+                next = Next::Idle;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         next = if control {
             Next::Idle
         } else {
