@@ -422,18 +422,23 @@ impl ArchiveParams {
     /// component (a tool may resolve those its own way; core's copy through
     /// the box takes such paths instead).
     pub fn validate(&self) -> Result<(), String> {
-        let p = &self.path;
-        if !p.starts_with('/') {
-            return Err(format!("archive path {p:?} is not absolute"));
-        }
-        if p.contains(['\0', '\n']) {
-            return Err(format!("archive path {p:?} holds a NUL or a newline"));
-        }
-        if p.split('/').any(|c| c == "." || c == "..") {
-            return Err(format!("archive path {p:?} has a . or .. component"));
-        }
-        Ok(())
+        archive_path_ok(&self.path)
     }
+}
+
+/// The rule [`ArchiveParams::validate`] applies to its `path`, for a caller
+/// deciding before it has the rest of the params.
+pub fn archive_path_ok(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!("archive path {p:?} is not absolute"));
+    }
+    if p.contains(['\0', '\n']) {
+        return Err(format!("archive path {p:?} holds a NUL or a newline"));
+    }
+    if p.split('/').any(|c| c == "." || c == "..") {
+        return Err(format!("archive path {p:?} has a . or .. component"));
+    }
+    Ok(())
 }
 
 /// How a `sandbox.archive` ended, when the sandbox's tool did not fail in a

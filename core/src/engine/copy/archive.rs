@@ -44,15 +44,10 @@ impl Local {
 
 /// Whether `path` may go to the archive path at all (else: through the box).
 fn archivable(path: &str, direction: Direction) -> bool {
-    let p = ArchiveParams {
-        exec_id: String::new(),
-        target: BoxRef { box_id: BoxId::new("box-0").expect("a valid id"), handle: serde_json::Value::Null },
-        direction: ArchiveDirection::Out,
-        path: path.to_owned(),
-        stdio: tinybox_sdk::protocol::StdioRef { socket: Default::default() },
-    };
     // Out names the entry itself: a trailing `/` is the box's `tar` to read.
-    p.validate().is_ok() && path != "/" && !(direction == Direction::Out && path.ends_with('/'))
+    tinybox_sdk::protocol::archive_path_ok(path).is_ok()
+        && path != "/"
+        && !(direction == Direction::Out && path.ends_with('/'))
 }
 
 /// `/a/b/c` as (`/a/b`, `c`); `/c` as (`/`, `c`).
@@ -260,6 +255,19 @@ mod tests {
         assert!(!archivable("/tmp/./x", Direction::In));
         assert!(!archivable("/", Direction::Out));
         assert!(!archivable("/a\nb", Direction::In));
+    }
+
+    /// A copy out the archive path declined hands its destination back
+    /// untouched: the receiver saw an empty stream and made nothing.
+    #[test]
+    fn an_empty_stream_out_writes_nothing_at_the_destination() {
+        let dst = tempfile::tempdir().unwrap();
+        let consumer = consumer_of(Local::Path(dst.path().join("new"))).unwrap();
+        let (r, w) = io::pipe().unwrap();
+        drop(w);
+        let got = consumer(r);
+        assert!(got.as_ref().map_or(true, |o| o.entries == 0), "{got:?}");
+        assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0, "nothing made at the destination");
     }
 
     #[test]
