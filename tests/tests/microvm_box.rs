@@ -294,6 +294,55 @@ fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
     remove_and_check_clean(&env, &id);
 }
 
+/// A command queued behind exec ports that others hold and never let go
+/// (CI once saw the kit stall behind one stuck command: every later probe
+/// waited for the port, and its cancel could not reach an exec still
+/// waiting) ends with its own timeout, says it never ran, and leaves the
+/// ports to serve the next command once they are free.
+#[test]
+fn a_command_waiting_for_a_stuck_port_ends_at_its_timeout_and_never_runs() {
+    need_microvm!("microvm_box::a_command_waiting_for_a_stuck_port_ends_at_its_timeout_and_never_runs");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let id = env.create(TCG);
+    assert_eq!(exec_ok(&env, &id, &["echo", "ready"]), "ready\n");
+    let dir = vm_dir(&env, &id);
+    let exec_ports = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name().to_string_lossy().into_owned();
+            name.starts_with("port-") && name.ends_with(".sock") && name != "port-0.sock"
+        })
+        .count();
+    assert!(exec_ports >= 1, "no exec port in {}", dir.display());
+    // Every exec port's lock held here, as a command stuck in the guest holds its own.
+    let held: Vec<std::fs::File> = (1..=exec_ports)
+        .map(|n| {
+            let lock = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(format!("port-{n}.lock")))
+                .unwrap();
+            rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .unwrap_or_else(|e| panic!("port {n} is busy with nothing running: {e}"));
+            lock
+        })
+        .collect();
+    let mut queued = env.cli(&["exec", "--timeout", "2s", &id, "--", "echo", "ran"]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(queued.output()));
+    let out = rx
+        .recv_timeout(GUARD)
+        .unwrap_or_else(|_| panic!("a command waiting for a held port outlived its timeout by {GUARD:?}"))
+        .unwrap();
+    assert!(!out.status.success(), "{:?}: {}", out.status, text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "the queued command ran");
+    assert!(text(&out.stderr).contains("never ran"), "{}", text(&out.stderr));
+    drop(held);
+    assert_eq!(exec_ok(&env, &id, &["echo", "served"]), "served\n");
+    remove_and_check_clean(&env, &id);
+}
+
 #[path = "microvm_box/egress.rs"]
 mod egress;
 #[path = "microvm_box/privilege.rs"]

@@ -50,6 +50,10 @@ use crate::create::Handle;
 use crate::setup::Setup;
 use crate::vm::Accel;
 
+/// How long a cancelled command that reached the guest has to end: the
+/// SIGTERM, SIGKILL 2 s later, and the session's own 2 s grace after it.
+const CANCEL_END: Duration = Duration::from_secs(6);
+
 struct Microvm {
     /// Found in the handshake (`configure`), from its configuration.
     setup: OnceLock<Result<Setup, String>>,
@@ -155,25 +159,52 @@ impl SandboxDriver for Microvm {
                 p.target.box_id
             )));
         }
-        if handle.allowlist
-            && let Some(endpoint) = &p.egress
-        {
-            relay::ensure(&handle.dir, &endpoint.socket).await?;
-        }
-        let claim = session::claim(&handle.dir, handle.ports).await?;
-        // The box's environment beneath the command's: exactly these, nothing else.
-        let mut env = p.box_env;
-        env.extend(p.request.env);
-        let exec = Exec {
-            argv: p.request.argv,
-            env: env.into_iter().collect(),
-            cwd: p.request.cwd.unwrap_or_else(|| "/workspace".into()),
-            tty: p.request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),
+        // Cancelled at any step: a command that has not reached the guest
+        // (still waiting for a port behind a stuck one, or for the agent's
+        // answer) ends at once; one that has gets the signals `cancel`
+        // sends and, past their grace, its session dropped. Either way its
+        // port is let go, so a stuck command never queues the next ones.
+        let watch = self.running.watch(&p.exec_id);
+        let ExecParams { exec_id, request, box_env, stdio: stdio_ref, egress, .. } = p;
+        let work = async {
+            if handle.allowlist
+                && let Some(endpoint) = &egress
+            {
+                relay::ensure(&handle.dir, &endpoint.socket).await?;
+            }
+            let claim = session::claim(&handle.dir, handle.ports).await?;
+            // The box's environment beneath the command's: exactly these, nothing else.
+            let mut env = box_env;
+            env.extend(request.env);
+            let exec = Exec {
+                argv: request.argv,
+                env: env.into_iter().collect(),
+                cwd: request.cwd.unwrap_or_else(|| "/workspace".into()),
+                tty: request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),
+            };
+            let stdio = tinybox_sdk::stdio::receive(&stdio_ref)
+                .await
+                .map_err(|e| DriverError::failed(format!("cannot receive the command's streams: {e}")))?;
+            session::run(&handle.dir, &claim, &exec, stdio, &exec_id, &self.running).await
         };
-        let stdio = tinybox_sdk::stdio::receive(&p.stdio)
-            .await
-            .map_err(|e| DriverError::failed(format!("cannot receive the command's streams: {e}")))?;
-        session::run(&handle.dir, &claim, &exec, stdio, &p.exec_id, &self.running).await
+        tokio::pin!(work);
+        tokio::select! {
+            r = &mut work => r,
+            () = watch.cancelled() => {
+                if !watch.started() {
+                    return Err(DriverError::failed(
+                        "cancelled before the command reached the guest (waiting for a free exec port or for the agent's answer); it never ran",
+                    ));
+                }
+                match tokio::time::timeout(CANCEL_END, &mut work).await {
+                    Ok(r) => r,
+                    Err(_) => Err(DriverError::failed(format!(
+                        "the command did not end within {}s of its cancel; its session was dropped, which makes the guest's agent kill it",
+                        CANCEL_END.as_secs()
+                    ))),
+                }
+            }
+        }
     }
 
     /// With the box's handle, or with none (a create that never finished,
@@ -258,6 +289,7 @@ impl SandboxDriver for Microvm {
     }
 
     async fn cancel(&self, _host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {
+        self.running.cancel(exec_id);
         if self.running.signal(exec_id, 15) {
             let running = self.running.clone();
             let exec_id = exec_id.to_owned();

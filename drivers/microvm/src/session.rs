@@ -170,13 +170,55 @@ enum Control {
     Resize(wire::Tty),
 }
 
-/// Signals and resizes for running execs, by exec id.
+/// Signals and resizes for running execs, by exec id, and a cancel for
+/// every exec from its first step (waiting for a port, opening the session)
+/// to its end.
 #[derive(Default, Clone)]
-pub struct Running(Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Control>>>>);
+pub struct Running {
+    controls: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Control>>>>,
+    watches: Arc<Mutex<HashMap<String, Arc<Watched>>>>,
+}
+
+/// One exec's cancel: asked (a permit kept if nobody waits yet), and whether
+/// its command has reached the guest.
+#[derive(Default)]
+struct Watched {
+    cancel: tokio::sync::Notify,
+    started: std::sync::atomic::AtomicBool,
+}
+
+/// An exec's registration for [`Running::cancel`], removed when dropped.
+pub struct Watch {
+    running: Running,
+    exec_id: String,
+    watched: Arc<Watched>,
+}
+
+impl Watch {
+    /// Resolves once the exec is cancelled (also if it was before this call).
+    pub async fn cancelled(&self) {
+        self.watched.cancel.notified().await;
+    }
+
+    /// Whether the command was sent to the guest; before that, a cancelled
+    /// exec has nothing in the guest to end.
+    pub fn started(&self) -> bool {
+        self.watched.started.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut map = self.running.watches.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(&self.exec_id).is_some_and(|w| Arc::ptr_eq(w, &self.watched)) {
+            map.remove(&self.exec_id);
+        }
+    }
+}
 
 impl Running {
     fn send(&self, exec_id: &str, control: Control) -> bool {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.controls.lock().unwrap_or_else(|p| p.into_inner());
         map.get(exec_id).is_some_and(|tx| tx.send(control).is_ok())
     }
 
@@ -189,12 +231,45 @@ impl Running {
         self.send(exec_id, Control::Resize(wire::Tty { rows, cols }))
     }
 
+    /// Registers exec `exec_id` for [`Running::cancel`] until the watch drops.
+    pub fn watch(&self, exec_id: &str) -> Watch {
+        let watched = Arc::new(Watched::default());
+        self.watches.lock().unwrap_or_else(|p| p.into_inner()).insert(exec_id.to_owned(), watched.clone());
+        Watch { running: self.clone(), exec_id: exec_id.to_owned(), watched }
+    }
+
+    /// Cancels exec `exec_id` at whatever step it is; false when none is known.
+    pub fn cancel(&self, exec_id: &str) -> bool {
+        let map = self.watches.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(exec_id).inspect(|w| w.cancel.notify_one()).is_some()
+    }
+
     fn insert(&self, exec_id: &str, tx: mpsc::UnboundedSender<Control>) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(exec_id.to_owned(), tx);
+        self.controls.lock().unwrap_or_else(|p| p.into_inner()).insert(exec_id.to_owned(), tx);
+        if let Some(w) = self.watches.lock().unwrap_or_else(|p| p.into_inner()).get(exec_id) {
+            w.started.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     fn remove(&self, exec_id: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(exec_id);
+        self.controls.lock().unwrap_or_else(|p| p.into_inner()).remove(exec_id);
+    }
+}
+
+/// Undoes a running exec's registration and stops its sender however the
+/// run ends, also when its future is dropped mid-command (a cancel that
+/// outlived its grace): the session's socket then closes, and the agent
+/// kills the command.
+struct Registered<'a> {
+    running: &'a Running,
+    exec_id: &'a str,
+    sender: tokio::task::AbortHandle,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.running.remove(self.exec_id);
+        self.sender.abort();
     }
 }
 
@@ -295,6 +370,7 @@ pub async fn run(
             wr
         })
     };
+    let registered = Registered { running, exec_id, sender: sender.abort_handle() };
 
     let (out_tx, out_join) = writer(stdio.stdout);
     let (err_tx, err_join) = writer(stdio.stderr);
@@ -329,8 +405,7 @@ pub async fn run(
             Err(e) => break Err(lost(e)),
         }
     };
-    running.remove(exec_id);
-    sender.abort();
+    drop(registered);
     drop((out_tx, err_tx));
     // Every byte is written before the status is reported.
     let _ = tokio::task::spawn_blocking(move || {
