@@ -260,17 +260,12 @@ fn a_killed_cli_leaves_the_vm_usable_and_a_vm_killed_behind_tinybox_s_back_is_re
     assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]");
 }
 
-/// Hosts that send a begin and leave before the agent answers (an open
-/// that gave up, a killed driver) on every port: the agent greets the next
-/// host on each. It used to stop serving such a port for good, and every
-/// later command on it waited out its open (seen in CI as a kit that hung).
-#[test]
-fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
-    need_microvm!("microvm_box::a_host_that_leaves_before_the_agent_answers_leaves_the_port_served");
-    let (env, _reaper) = env_for(&Principal::Me);
+/// A box whose VM has answered a command: its id, its VM's directory and
+/// the sockets of its ports (a health port and at least one exec port).
+fn answering_vm(env: &BoxEnv) -> (String, PathBuf, Vec<PathBuf>) {
     let id = env.create(TCG);
-    assert_eq!(exec_ok(&env, &id, &["echo", "ready"]), "ready\n");
-    let dir = vm_dir(&env, &id);
+    assert_eq!(exec_ok(env, &id, &["echo", "ready"]), "ready\n");
+    let dir = vm_dir(env, &id);
     let ports: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -279,6 +274,18 @@ fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
         })
         .collect();
     assert!(ports.len() >= 2, "a health port and an exec port: {ports:?}");
+    (id, dir, ports)
+}
+
+/// Hosts that send a begin and leave before the agent answers (an open
+/// that gave up, a killed driver) on every port: the agent greets the next
+/// host on each. It used to stop serving such a port for good, and every
+/// later command on it waited out its open (seen in CI as a kit that hung).
+#[test]
+fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
+    need_microvm!("microvm_box::a_host_that_leaves_before_the_agent_answers_leaves_the_port_served");
+    let (env, _reaper) = env_for(&Principal::Me);
+    let (id, _, ports) = answering_vm(&env);
     // A begin frame: kind, a little-endian length, a 16-byte nonce.
     let mut begin = vec![b'B', 16, 0, 0, 0];
     begin.extend_from_slice(&[7u8; 16]);
@@ -303,17 +310,9 @@ fn a_host_that_leaves_before_the_agent_answers_leaves_the_port_served() {
 fn a_command_waiting_for_a_stuck_port_ends_at_its_timeout_and_never_runs() {
     need_microvm!("microvm_box::a_command_waiting_for_a_stuck_port_ends_at_its_timeout_and_never_runs");
     let (env, _reaper) = env_for(&Principal::Me);
-    let id = env.create(TCG);
-    assert_eq!(exec_ok(&env, &id, &["echo", "ready"]), "ready\n");
-    let dir = vm_dir(&env, &id);
-    let exec_ports = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name().to_string_lossy().into_owned();
-            name.starts_with("port-") && name.ends_with(".sock") && name != "port-0.sock"
-        })
-        .count();
-    assert!(exec_ports >= 1, "no exec port in {}", dir.display());
+    let (id, dir, ports) = answering_vm(&env);
+    // Port 0 is the health check's; the rest run commands.
+    let exec_ports = ports.len() - 1;
     // Every exec port's lock held here, as a command stuck in the guest holds its own.
     let held: Vec<std::fs::File> = (1..=exec_ports)
         .map(|n| {
