@@ -256,11 +256,37 @@ fn put_tree(x: &mut Extractor, src: &Path, root: &OsStr) -> Result<(), Stop> {
                 pending.push((child.path(), name.join(child.file_name())));
             }
         } else {
-            let mut from = std::fs::File::open(&path)?;
-            x.put(&name, Item::File, mode, mtime, |to| io::copy(&mut from, to))?;
+            let from = std::fs::File::open(&path)?;
+            x.put(&name, Item::File, mode, mtime, |to| copy_sized(&from, to, meta.len()))?;
         }
     }
     Ok(())
+}
+
+/// A file's `len` bytes (its size when it was listed) into `to`, file to
+/// file in the kernel. Per file that is one `copy_file_range` where
+/// `io::copy` makes three calls more (a `statx` of each end and a last copy
+/// to find the end), three of a small file's eleven. A
+/// file that shrank since ends where it ends; one that grew is copied to
+/// the size it was listed with, as tar does. A file whose size says
+/// nothing (0, as `/proc`'s do) or that the kernel cannot copy this way is
+/// read to its end instead.
+fn copy_sized(from: &std::fs::File, to: &mut std::fs::File, len: u64) -> io::Result<u64> {
+    let mut done = 0u64;
+    while done < len {
+        let want = usize::try_from(len - done).unwrap_or(usize::MAX).min(1 << 30);
+        match rustix::fs::copy_file_range(from, None, &*to, None, want) {
+            Ok(0) => break,
+            Ok(n) => done += n as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) if done == 0 => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if done == 0 {
+        return io::copy(&mut &*from, to);
+    }
+    Ok(done)
 }
 
 /// The entry at `src` beneath the workspace directory `ws`, checked to
@@ -389,6 +415,36 @@ mod tests {
         assert_eq!(rel("/workspacex/a"), None);
         assert_eq!(rel("/tmp/a"), None);
         assert_eq!(rel("/workspace/a/../../etc"), None);
+    }
+
+    /// A copy of `from` made by `copy_sized` with size `len`, read back.
+    fn sized_copy(from: &Path, len: u64) -> (u64, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let to_path = dir.path().join("to");
+        let mut to = std::fs::File::create(&to_path).unwrap();
+        let n = copy_sized(&std::fs::File::open(from).unwrap(), &mut to, len).unwrap();
+        drop(to);
+        (n, std::fs::read(&to_path).unwrap())
+    }
+
+    #[test]
+    fn a_file_is_copied_to_its_listed_size_and_one_whose_size_says_nothing_to_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        let bytes: Vec<u8> = (0..3 * 1024 * 1024 + 17).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&big, &bytes).unwrap();
+        assert_eq!(sized_copy(&big, bytes.len() as u64), (bytes.len() as u64, bytes.clone()));
+        // Grown since it was listed: copied to the listed size, as tar does.
+        assert_eq!(sized_copy(&big, 10), (10, bytes[..10].to_vec()));
+        // Shrunk since: it ends where it ends.
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"abc").unwrap();
+        assert_eq!(sized_copy(&small, 100), (3, b"abc".to_vec()));
+        // /proc's files are listed with size 0 and still have contents.
+        let (n, got) = sized_copy(Path::new("/proc/self/status"), 0);
+        assert!(n > 0 && String::from_utf8_lossy(&got).contains("Pid:"), "{n} bytes: {got:?}");
+        std::fs::write(&small, b"").unwrap();
+        assert_eq!(sized_copy(&small, 0), (0, Vec::new()));
     }
 
     #[test]
