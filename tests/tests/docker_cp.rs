@@ -130,9 +130,10 @@ fn a_box_swapping_a_path_for_a_symlink_never_reaches_this_machines_files() {
     // At least eight rounds, and on until two copies out have found the
     // box's own file. Each copy resolves the path at one moment of the
     // swap, and only one of its four states (the symlink to /tmp/d.real)
-    // has the file, so a fixed eight rounds found none about one run in
-    // ten (one CI run did); 64 rounds bound the run, and missing every one
-    // means the copies are broken, not unlucky.
+    // has the file (here about one copy in six found it), so a fixed
+    // eight rounds found none about one run in five (one CI run did); 64
+    // rounds bound the run, and missing every one means the copies are
+    // broken, not unlucky.
     let (mut read, mut rounds) = (0, 0);
     while rounds < 64 && (rounds < 8 || read < 2) {
         let out = scratch.path().join(format!("out-{rounds}"));
