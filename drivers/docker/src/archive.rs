@@ -28,20 +28,27 @@ use tinybox_sdk::protocol::{ArchiveDirection, ArchiveParams, ArchiveResult, Driv
 use crate::host::Host;
 use crate::sandbox::Handle;
 
-/// $1 the container, $2 `in` or `out`, $3 the path in the box. Exits 0
+/// $1 the container, $2 `in` or `out`, $3 the path in the box. The
+/// daemon's version and the container's state are asked at once (two
+/// docker round trips in the time of one; the version still decides
+/// first). Exits 0
 /// when the tar moved, 121 no such path, 122 (in) not a directory, 75 and
 /// 76 declined (nothing moved), 124 no such container, 125 not running;
 /// anything else is docker's failure, said on stderr. For `in`, `go` on
 /// stdout says the checks passed and the tar may come (nothing before it
 /// reads stdin).
 const ARCHIVE: &str = r#"c=$1 dir=$2 path=$3
-v=$(docker version -f '{{range .Server.Components}}{{.Name}},{{end}} {{.Server.Version}}' 2>/dev/null) || { echo "tinybox: docker version failed" >&2; exit 75; }
+vf=$(mktemp) || { echo "tinybox: mktemp failed" >&2; exit 75; }
+docker version -f '{{range .Server.Components}}{{.Name}},{{end}} {{.Server.Version}}' </dev/null >"$vf" 2>/dev/null & vp=$!
+info=$(docker container inspect -f '{{.State.Status}} {{.Config.User}}' "$c" </dev/null 2>&1); irc=$?
+wait "$vp"; vrc=$?; v=$(cat "$vf"); rm -f "$vf"
+[ "$vrc" -eq 0 ] || { echo "tinybox: docker version failed" >&2; exit 75; }
 case ,$v in *,Engine,*) ;; *) echo "tinybox: the daemon is not Docker's engine ($v)" >&2; exit 75 ;; esac
 v=${v##* }; major=${v%%.*}; rest=${v#*.}; minor=${rest%%.*}; rest=${rest#*.}; patch=${rest%%[!0-9]*}
 case $major$minor in *[!0-9]*|'') echo "tinybox: docker version $v unread" >&2; exit 75 ;; esac
 [ "$major" -gt 19 ] || { [ "$major" -eq 19 ] && [ "$minor" -gt 3 ]; } || { [ "$major" -eq 19 ] && [ "$minor" -eq 3 ] && [ "${patch:-0}" -ge 1 ]; } ||
   { [ "$major" -eq 18 ] && [ "$minor" -eq 9 ] && [ "${patch:-0}" -ge 7 ]; } || { echo "tinybox: docker $v archives outside the container's root" >&2; exit 75; }
-info=$(docker container inspect -f '{{.State.Status}} {{.Config.User}}' "$c" 2>&1) || {
+[ "$irc" -eq 0 ] || {
   case $info in *"No such"*) exit 124 ;; esac
   printf '%s\n' "$info" >&2; exit 1
 }

@@ -16,7 +16,7 @@ const FAKE: &str = r#"#!/bin/sh
 s=$STATE
 echo "$*" >> "$s/calls"
 case "$1 $2" in
-  "version -f") cat "$s/version" ;;
+  "version -f") [ -e "$s/version-fails" ] && exit 1; cat "$s/version" ;;
   "container inspect")
     eval "c=\${$#}"
     [ "$c" = c1 ] || { echo "Error: No such container: $c" >&2; exit 1; }
@@ -32,7 +32,7 @@ esac
 "#;
 
 struct Fake {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     state: PathBuf,
     bin: PathBuf,
 }
@@ -41,7 +41,7 @@ impl Fake {
     fn new(status: &str, user: &str) -> Fake {
         let dir = tempfile::tempdir().unwrap();
         let (state, bin) = (dir.path().join("state"), dir.path().join("bin"));
-        for d in [&state, &bin] {
+        for d in [&state, &bin, &dir.path().join("tmp")] {
             std::fs::create_dir(d).unwrap();
         }
         std::fs::write(bin.join("docker"), FAKE).unwrap();
@@ -49,7 +49,7 @@ impl Fake {
         std::fs::write(state.join("status"), format!("{status}\n")).unwrap();
         std::fs::write(state.join("user"), format!("{user}\n")).unwrap();
         std::fs::write(state.join("version"), "Engine,containerd,runc,docker-init, 20.10.24+dfsg1\n").unwrap();
-        Fake { _dir: dir, state, bin }
+        Fake { dir, state, bin }
     }
 
     fn version(&self, said: &str) {
@@ -63,6 +63,7 @@ impl Fake {
             .args(&argv[1..])
             .env("PATH", path)
             .env("STATE", &self.state)
+            .env("TMPDIR", self.dir.path().join("tmp"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -71,6 +72,11 @@ impl Fake {
         // The script may end without reading (a refusal): a closed pipe is fine.
         let _ = child.stdin.take().unwrap().write_all(stdin);
         child.wait_with_output().unwrap()
+    }
+
+    /// Files the script left in its TMPDIR.
+    fn temporaries(&self) -> usize {
+        std::fs::read_dir(self.dir.path().join("tmp")).unwrap().count()
     }
 
     fn read(&self, name: &str) -> String {
@@ -86,6 +92,7 @@ fn a_copy_out_is_docker_cp_of_the_path_to_stdout_alone() {
     assert_eq!(out.stdout, b"data", "only the tar is on stdout");
     let calls = f.read("calls");
     assert_eq!(calls.lines().last(), Some("cp c1:/etc/hostname -"), "{calls}");
+    assert_eq!(f.temporaries(), 0, "the version's temporary file is removed");
 }
 
 #[test]
@@ -121,6 +128,30 @@ fn a_daemon_that_archives_outside_the_containers_root_is_declined() {
         let out = f.run(&archive_argv("c1", ArchiveDirection::Out, "/x"), b"");
         assert_eq!(out.status.code(), Some(0), "{said}: {}", String::from_utf8_lossy(&out.stderr));
     }
+}
+
+#[test]
+fn the_version_decides_before_the_containers_state_though_both_are_asked_at_once() {
+    // A daemon that cannot say its version is declined, even for a
+    // container it knows; one that is too old is declined even when the
+    // container is gone (the decline, not "gone", is what core hears).
+    let f = Fake::new("running", "");
+    std::fs::write(f.state.join("version-fails"), "").unwrap();
+    let out = f.run(&archive_argv("c1", ArchiveDirection::In, "/tmp"), b"tar");
+    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"", "no go: the caller's stream is untouched");
+    let f = Fake::new("running", "");
+    f.version("Engine, 18.09.6");
+    let out = f.run(&archive_argv("gone", ArchiveDirection::Out, "/x"), b"");
+    assert_eq!(out.status.code(), Some(75));
+    let calls = f.read("calls");
+    assert!(calls.contains("version -f") && calls.contains("container inspect"), "{calls}");
+    assert!(!calls.contains("cp "), "{calls}");
+    // A good daemon and a gone container: gone.
+    let f = Fake::new("running", "");
+    let out = f.run(&archive_argv("gone", ArchiveDirection::Out, "/x"), b"");
+    assert_eq!(out.status.code(), Some(124));
+    assert_eq!(f.temporaries(), 0, "the version's temporary file is removed");
 }
 
 #[test]
