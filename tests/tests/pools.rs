@@ -131,6 +131,18 @@ fn a_request_that_differs_from_the_pool_or_an_empty_pool_is_refused_with_pool_on
 }
 
 #[test]
+fn each_hand_out_says_how_many_boxes_are_left() {
+    let cli = Cli::new();
+    ok(&cli, &["pool", "create", "p", "--size", "3", "--sandbox", "passthrough"]);
+    for left in [2, 1, 0] {
+        let (_, err) = ok(&cli, &["create", "--pool", "p"]);
+        assert!(err.contains(&format!("taken from pool p ({left} left; no daemon refills it")), "{err}");
+    }
+    let (_, err) = ok(&cli, &["create", "--pool", "p"]);
+    assert!(err.contains("pool p had no box ready: created cold"), "{err}");
+}
+
+#[test]
 fn the_daemon_refills_a_pool_after_a_hand_out() {
     let cli = Cli::new();
     ok(&cli, &["pool", "create", "r", "--size", "2", "--sandbox", "passthrough"]);

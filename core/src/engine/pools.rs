@@ -224,13 +224,17 @@ impl Tinybox {
         let bound = CreateRequest { ttl_secs: request.ttl_secs.or(pool.request.ttl_secs), ..CreateRequest::default() };
         let lifecycle = bound.lifecycle()?;
         let now = self.now();
-        let waiting = |id: &BoxId| -> Result<bool> {
-            Ok(self.store.get(id)?.is_some_and(|b| b.pool.as_deref() == Some(name) && b.is_pooled()))
-        };
+        // One read of every member first (one shared lock): members handed
+        // out since the list was pruned cost no exclusive lock, and the
+        // count left after a take comes from the same read.
+        let waiting: Vec<bool> = self
+            .store
+            .get_many(&pool.members)?
+            .iter()
+            .map(|b| b.as_ref().is_some_and(|b| b.pool.as_deref() == Some(name) && b.is_pooled()))
+            .collect();
         for (at, id) in pool.members.iter().enumerate() {
-            // A read first: members handed out since the list was pruned
-            // cost no exclusive lock.
-            if !waiting(id)? {
+            if !waiting[at] {
                 continue;
             }
             let mut taken = false;
@@ -245,11 +249,9 @@ impl Tinybox {
             });
             match result {
                 Ok(info) if taken => {
-                    // Those before it were not waiting a moment ago.
-                    let mut left = 0;
-                    for later in &pool.members[at + 1..] {
-                        left += usize::from(waiting(later)?);
-                    }
+                    // Those before it were not waiting a moment ago; those
+                    // after it were (a taker since then is not subtracted).
+                    let left = waiting[at + 1..].iter().filter(|w| **w).count();
                     return Ok(Ok((info, left)));
                 }
                 // Taken by someone else, or removed: try the next.

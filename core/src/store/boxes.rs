@@ -116,6 +116,17 @@ impl BoxFiles {
         }
     }
 
+    /// Each of `ids` under one shared lock and one read of the layout:
+    /// a pool's members, say, at the cost of their records alone.
+    pub(crate) fn get_many(&self, ids: &[BoxId]) -> Result<Vec<Option<BoxInfo>>, StoreError> {
+        let _lock = self.lock_shared()?;
+        match self.layout()? {
+            Layout::Empty => Ok(vec![None; ids.len()]),
+            Layout::Document(boxes) => Ok(ids.iter().map(|id| boxes.iter().find(|b| &b.id == id).cloned()).collect()),
+            Layout::Files { .. } => ids.iter().map(|id| self.read_record(id)).collect(),
+        }
+    }
+
     /// The lowest free `box-N`: probed upwards from the recorded lower
     /// bound, so it costs one lookup per box above the bound, not one per box.
     pub(crate) fn next_free_id(&self) -> Result<BoxId, StoreError> {

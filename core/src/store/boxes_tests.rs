@@ -166,3 +166,22 @@ fn temporary_files_of_killed_writers_are_cleared_by_the_next_change_only() {
     assert!(!stale.exists());
     assert_eq!(ids(&files), ["box-0", "box-1"], "a temporary file is never a box");
 }
+
+#[test]
+fn several_boxes_are_read_in_the_order_asked_in_either_layout() {
+    let asked = [id("dev"), id("box-9"), id("box-0"), id("dev")];
+    let want = |got: Vec<Option<BoxInfo>>| {
+        let names: Vec<Option<String>> = got.into_iter().map(|b| b.map(|b| b.id.to_string())).collect();
+        assert_eq!(names, [Some("dev".into()), None, Some("box-0".into()), Some("dev".into())]);
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let files = BoxFiles::open(tmp.path());
+    assert_eq!(files.get_many(&asked).unwrap(), vec![None; 4], "an empty store has none of them");
+    let doc = serde_json::json!({"version": 1, "boxes": [record("box-0"), record("dev")]});
+    fs::write(tmp.path().join("boxes.json"), serde_json::to_vec(&doc).unwrap()).unwrap();
+    want(files.get_many(&asked).unwrap());
+    files.insert(record("box-1")).unwrap();
+    assert!(tmp.path().join("boxes").is_dir(), "the change moved the store to one file per box");
+    want(files.get_many(&asked).unwrap());
+    assert_eq!(files.get_many(&[]).unwrap(), vec![]);
+}

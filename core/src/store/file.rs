@@ -243,6 +243,10 @@ impl Store for FileStore {
         self.boxes.get(id)
     }
 
+    fn get_many(&self, ids: &[BoxId]) -> Result<Vec<Option<BoxInfo>>, StoreError> {
+        self.boxes.get_many(ids)
+    }
+
     fn next_free_id(&self) -> Result<BoxId, StoreError> {
         self.boxes.next_free_id()
     }

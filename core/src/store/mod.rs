@@ -58,6 +58,11 @@ pub trait Store: Send + Sync {
     /// Every box, ordered by identifier (box-2 before box-10).
     fn list(&self) -> Result<Vec<BoxInfo>, StoreError>;
     fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError>;
+    /// Each of `ids`, in order, read as of one moment (one shared lock
+    /// where the store has one), for a caller that needs several.
+    fn get_many(&self, ids: &[BoxId]) -> Result<Vec<Option<BoxInfo>>, StoreError> {
+        ids.iter().map(|id| self.get(id)).collect()
+    }
     /// The lowest free `box-N`.
     fn next_free_id(&self) -> Result<BoxId, StoreError>;
     /// Records a new box; `Exists` if the identifier is taken.
