@@ -62,6 +62,8 @@ fn check() -> Result<(), String> {
 
 /// Imports the host's busybox as [`BASE_IMAGE`] when no such image exists:
 /// `/bin/busybox` plus a link for every applet, and the usual empty dirs.
+/// contrib/bench/run imports the same image when it runs first; the two
+/// must agree (suites here expect /root and /etc/passwd).
 fn ensure_base_image() -> Result<(), String> {
     if docker(&["image", "inspect", BASE_IMAGE]).0 == 0 {
         return Ok(());
