@@ -58,8 +58,9 @@ pub trait Store: Send + Sync {
     /// Every box, ordered by identifier (box-2 before box-10).
     fn list(&self) -> Result<Vec<BoxInfo>, StoreError>;
     fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError>;
-    /// Each of `ids`, in order, read as of one moment (one shared lock
-    /// where the store has one), for a caller that needs several.
+    /// Each of `ids`, in order, for a caller that needs several: the file
+    /// store reads them under one shared lock and one read of its layout;
+    /// this default asks for each in turn.
     fn get_many(&self, ids: &[BoxId]) -> Result<Vec<Option<BoxInfo>>, StoreError> {
         ids.iter().map(|id| self.get(id)).collect()
     }

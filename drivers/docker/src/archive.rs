@@ -31,17 +31,19 @@ use crate::sandbox::Handle;
 /// $1 the container, $2 `in` or `out`, $3 the path in the box. The
 /// daemon's version and the container's state are asked at once (two
 /// docker round trips in the time of one; the version still decides
-/// first). Exits 0
-/// when the tar moved, 121 no such path, 122 (in) not a directory, 75 and
-/// 76 declined (nothing moved), 124 no such container, 125 not running;
+/// first), the version into a temporary file unlinked as soon as it is
+/// open, so a killed script leaves nothing behind. Exits 0 when the tar
+/// moved, 121 no such path, 122 (in) not a directory, 75 and 76 declined
+/// (nothing moved), 124 no such container, 125 not running;
 /// anything else is docker's failure, said on stderr. For `in`, `go` on
 /// stdout says the checks passed and the tar may come (nothing before it
 /// reads stdin).
 const ARCHIVE: &str = r#"c=$1 dir=$2 path=$3
-vf=$(mktemp) || { echo "tinybox: mktemp failed" >&2; exit 75; }
-docker version -f '{{range .Server.Components}}{{.Name}},{{end}} {{.Server.Version}}' </dev/null >"$vf" 2>/dev/null & vp=$!
-info=$(docker container inspect -f '{{.State.Status}} {{.Config.User}}' "$c" </dev/null 2>&1); irc=$?
-wait "$vp"; vrc=$?; v=$(cat "$vf"); rm -f "$vf"
+vf=$(mktemp) && exec 8>"$vf" 9<"$vf" && rm -f "$vf" || { rm -f "$vf"; echo "tinybox: no temporary file for docker's version" >&2; exit 75; }
+docker version -f '{{range .Server.Components}}{{.Name}},{{end}} {{.Server.Version}}' </dev/null >&8 2>/dev/null 9<&- & vp=$!
+exec 8>&-
+info=$(docker container inspect -f '{{.State.Status}} {{.Config.User}}' "$c" </dev/null 2>&1 9<&-); irc=$?
+wait "$vp"; vrc=$?; v=$(cat <&9); exec 9<&-
 [ "$vrc" -eq 0 ] || { echo "tinybox: docker version failed" >&2; exit 75; }
 case ,$v in *,Engine,*) ;; *) echo "tinybox: the daemon is not Docker's engine ($v)" >&2; exit 75 ;; esac
 v=${v##* }; major=${v%%.*}; rest=${v#*.}; minor=${rest%%.*}; rest=${rest#*.}; patch=${rest%%[!0-9]*}
