@@ -108,12 +108,7 @@ impl BoxFiles {
     }
 
     pub(crate) fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
-        let _lock = self.lock_shared()?;
-        match self.layout()? {
-            Layout::Empty => Ok(None),
-            Layout::Document(boxes) => Ok(boxes.into_iter().find(|b| &b.id == id)),
-            Layout::Files { .. } => self.read_record(id),
-        }
+        Ok(self.get_many(std::slice::from_ref(id))?.pop().flatten())
     }
 
     /// Each of `ids` under one shared lock and one read of the layout:

@@ -147,6 +147,13 @@ fn the_version_decides_before_the_containers_state_though_both_are_asked_at_once
     let calls = f.read("calls");
     assert!(calls.contains("version -f") && calls.contains("container inspect"), "{calls}");
     assert!(!calls.contains("cp "), "{calls}");
+    // No temporary file to be had: declined, nothing asked, nothing read.
+    let f = Fake::new("running", "");
+    std::fs::remove_dir(f.dir.path().join("tmp")).unwrap();
+    let out = f.run(&archive_argv("c1", ArchiveDirection::In, "/tmp"), b"tar");
+    assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout, b"", "no go: the caller's stream is untouched");
+    assert_eq!(f.read("calls"), "", "docker was not asked");
     // A good daemon and a gone container: gone.
     let f = Fake::new("running", "");
     let out = f.run(&archive_argv("gone", ArchiveDirection::Out, "/x"), b"");
