@@ -245,20 +245,13 @@ fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
             Next::Begin(nonce) => nonce,
             Next::Idle => wait_for_begin(&port, dev)?,
         };
-        // A host that left between its begin and this answer (its open
-        // gave up, it was killed) is not the end of the port: the next host
-        // is greeted as at boot. Returning here would leave the port
-        // unserved for the VM's life, every later command on it waiting out
-        // its open.
-        let greeting = serde_json::to_vec(&hello())?;
-        match port.send(Kind::Sync, &nonce).and_then(|()| port.send(Kind::Hello, &greeting)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                log(format_args!("{}: {e} before the session began; waiting for the next", dev.display()));
-                next = Next::Idle;
-                continue;
-            }
-            Err(e) => return Err(e),
+        if let Err(e) = answer(&port, &nonce) {
+            // Never the end of the port: returning would leave it unserved
+            // for the VM's life, every later command on it waiting out its open.
+            log(format_args!("{}: answering a begin: {e}; waiting for the next", dev.display()));
+            std::thread::sleep(Duration::from_millis(100));
+            next = Next::Idle;
+            continue;
         }
         next = if control {
             Next::Idle
@@ -271,13 +264,59 @@ fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
     }
 }
 
+/// Answers a begin with its sync and a fresh hello, in one write that
+/// waits in the guest kernel until a host is connected.
+///
+/// Waiting, not failing, when the port looks closed: the guest reads a
+/// host's data as it arrives but learns of hosts connecting and leaving
+/// later (the port's open and close events come on the control queue and
+/// are handled in a workqueue). So the next host's begin can be read while
+/// the port still looks closed from the previous host leaving. Giving up
+/// then (as this once did) lost that begin, and its host waited out its
+/// whole open with the guest idle. If the begin's host did leave, the next
+/// host skips this sync (not its nonce), and its own begin arrives in the
+/// session that follows.
+fn answer(port: &impl Answer, nonce: &[u8]) -> io::Result<()> {
+    let mut frames = wire::encode(Kind::Sync, nonce);
+    frames.extend(wire::encode(Kind::Hello, &serde_json::to_vec(&hello())?));
+    match port.send_now(&frames) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            log(format_args!("the port looked closed when a begin came; answering once a host is connected"));
+            port.send_waiting(&frames)
+        }
+        sent => sent,
+    }
+}
+
+/// The two ways a port writes (a trait so the rule above has a unit test).
+trait Answer {
+    /// Writes `bytes` whole; fails with `BrokenPipe` while no host is connected.
+    fn send_now(&self, bytes: &[u8]) -> io::Result<()>;
+    /// Writes `bytes` whole once a host is connected, however long that takes.
+    fn send_waiting(&self, bytes: &[u8]) -> io::Result<()>;
+}
+
+impl Answer for Port {
+    fn send_now(&self, bytes: &[u8]) -> io::Result<()> {
+        self.send_raw(bytes)
+    }
+
+    fn send_waiting(&self, bytes: &[u8]) -> io::Result<()> {
+        let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        // A blocking write to a virtio-serial port waits in the guest kernel
+        // until a host is connected and there is room.
+        set_nonblocking(&self.file, false)?;
+        let written = (&*self.file).write_all(bytes);
+        set_nonblocking(&self.file, true)?;
+        written
+    }
+}
+
 /// Greets until a host connects and sends a begin; its nonce.
 fn wait_for_begin(port: &Port, dev: &Path) -> io::Result<Vec<u8>> {
     loop {
         // Blocks until a host is connected (the ready signal at boot).
-        set_nonblocking(&port.file, false)?;
-        let greeting = wire::write_frame(&mut &*port.file, Kind::Hello, &serde_json::to_vec(&hello())?);
-        set_nonblocking(&port.file, true)?;
+        let greeting = port.send_waiting(&wire::encode(Kind::Hello, &serde_json::to_vec(&hello())?));
         if let Err(e) = greeting {
             log(format_args!("{}: hello: {e}", dev.display()));
             std::thread::sleep(Duration::from_millis(100));
@@ -459,7 +498,11 @@ fn session(port: &Port) -> io::Result<Next> {
             let _ = out.join();
             let _ = err.map(|e| e.join());
             let exit = Exit { code: status.code(), signal: status.signal() };
-            port.send(Kind::Exit, &serde_json::to_vec(&exit)?)?;
+            if let Err(e) = port.send(Kind::Exit, &serde_json::to_vec(&exit)?) {
+                // The host left first. Still wait for the reader below: left
+                // running, it would take the next host's begin for itself.
+                log(format_args!("the exit of a command: {e}"));
+            }
             // The session lasts until the host leaves or another begins.
             loop {
                 match ended.recv() {
@@ -559,5 +602,82 @@ impl Group {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Condvar;
+
+    /// A port as the guest sees it between two hosts: closed until
+    /// `connect`, with what was written once it was open.
+    struct Between {
+        open: Mutex<bool>,
+        opened: Condvar,
+        written: Mutex<Vec<u8>>,
+        /// Told when a write starts waiting for a host.
+        waiting: Mutex<mpsc::Sender<Option<io::Result<()>>>>,
+    }
+
+    impl Between {
+        fn connect(&self) {
+            *self.open.lock().unwrap() = true;
+            self.opened.notify_all();
+        }
+    }
+
+    impl Answer for Between {
+        fn send_now(&self, bytes: &[u8]) -> io::Result<()> {
+            if !*self.open.lock().unwrap() {
+                return Err(io::Error::new(io::ErrorKind::BrokenPipe, "no host"));
+            }
+            self.written.lock().unwrap().extend_from_slice(bytes);
+            Ok(())
+        }
+
+        fn send_waiting(&self, bytes: &[u8]) -> io::Result<()> {
+            self.waiting.lock().unwrap().send(None).unwrap();
+            drop(self.opened.wait_while(self.open.lock().unwrap(), |open| !*open).unwrap());
+            self.written.lock().unwrap().extend_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    /// A begin read while the port still looks closed (the previous host's
+    /// leaving seen, the next one's arrival not yet) is not given up on: it
+    /// is answered once the port opens, its sync first, then a hello.
+    #[test]
+    fn a_begin_read_while_the_port_looks_closed_is_answered_once_it_opens() {
+        let (tx, events) = mpsc::channel();
+        let port = Arc::new(Between {
+            open: Mutex::new(false),
+            opened: Condvar::new(),
+            written: Mutex::new(Vec::new()),
+            waiting: Mutex::new(tx.clone()),
+        });
+        let nonce = [0x5a; wire::NONCE];
+        let answering = {
+            let port = port.clone();
+            std::thread::spawn(move || tx.send(Some(answer(&*port, &nonce))).unwrap())
+        };
+        // Either the answer waits for a host, or it ended without one.
+        match events.recv().unwrap() {
+            None => {}
+            Some(ended) => panic!("the answer ended with the port closed: {ended:?}"),
+        }
+        assert!(port.written.lock().unwrap().is_empty());
+        port.connect();
+        let ended = events.recv().unwrap();
+        assert!(matches!(ended, Some(Ok(()))), "{ended:?}");
+        answering.join().unwrap();
+        let written = port.written.lock().unwrap().clone();
+        let mut r = written.as_slice();
+        assert_eq!(wire::read_frame(&mut r).unwrap(), Some((Kind::Sync, nonce.to_vec())));
+        let (kind, payload) = wire::read_frame(&mut r).unwrap().unwrap();
+        assert_eq!(kind, Kind::Hello);
+        let hello: Hello = wire::decode(Kind::Hello, &payload).unwrap();
+        assert!(!hello.agent.is_empty());
+        assert!(r.is_empty(), "{} bytes after the hello", r.len());
     }
 }
