@@ -15,7 +15,9 @@
 //! 2. The host sends [`Kind::Begin`] with 16 random bytes, then reads and
 //!    discards everything until the exact frame [`Kind::Sync`] carrying
 //!    the same bytes: whatever came before it belonged to someone else.
-//!    The agent answers a begin with that sync and a fresh hello.
+//!    The agent answers a begin with that sync and a fresh hello, written
+//!    once a host is connected: a begin can arrive before the guest has
+//!    seen its host connect, and is never dropped for that.
 //! 3. The host either closes (a health check: the hello was the answer) or
 //!    sends [`Kind::Exec`] with an [`Exec`].
 //! 4. While the command runs: the host sends [`Kind::Stdin`] (an empty
