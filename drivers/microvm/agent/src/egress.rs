@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 
 use tinybox_microvm_agent::mux::{self, Frame, Window};
 
-use crate::{Port, log, set_nonblocking};
+use crate::{Port, Writes, log, send_answer};
 
 /// What the port reader hands a stream's writing thread.
 enum Down {
@@ -146,14 +146,7 @@ pub fn serve(dev: &Path, port: u16) -> io::Result<()> {
         // Until a host connects: the guest kernel holds this write (no
         // other frame in between: a stream thread of the session that
         // ended may still try to send).
-        let idle = {
-            let _one = shared.port.writing.lock().unwrap_or_else(|p| p.into_inner());
-            set_nonblocking(&shared.port.file, false)?;
-            let idle = (&*shared.port.file).write_all(&Frame::Idle.encode());
-            set_nonblocking(&shared.port.file, true)?;
-            idle
-        };
-        if let Err(e) = idle {
+        if let Err(e) = shared.port.send_waiting(&Frame::Idle.encode()) {
             log(format_args!("{}: {e}", dev.display()));
             std::thread::sleep(std::time::Duration::from_millis(100));
             continue;
@@ -180,7 +173,8 @@ fn session(shared: &Arc<Shared>) {
         match frame {
             Frame::Begin(nonce) => {
                 shared.reset_all(true);
-                if shared.send(&Frame::Sync(nonce)).is_err() {
+                // Never dropped for a port that only looks closed (see `answer`).
+                if send_answer(&shared.port, &Frame::Sync(nonce).encode()).is_err() {
                     return;
                 }
             }

@@ -276,27 +276,33 @@ fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
 /// whole open with the guest idle. If the begin's host did leave, the next
 /// host skips this sync (not its nonce), and its own begin arrives in the
 /// session that follows.
-fn answer(port: &impl Answer, nonce: &[u8]) -> io::Result<()> {
+fn answer(port: &impl Writes, nonce: &[u8]) -> io::Result<()> {
     let mut frames = wire::encode(Kind::Sync, nonce);
     frames.extend(wire::encode(Kind::Hello, &serde_json::to_vec(&hello())?));
-    match port.send_now(&frames) {
+    send_answer(port, &frames)
+}
+
+/// Sends the answer to a begin (`frames`, one write's worth): at once, or,
+/// when the port looks closed, once a host is connected (see [`answer`]).
+fn send_answer(port: &impl Writes, frames: &[u8]) -> io::Result<()> {
+    match port.send_now(frames) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
             log(format_args!("the port looked closed when a begin came; answering once a host is connected"));
-            port.send_waiting(&frames)
+            port.send_waiting(frames)
         }
         sent => sent,
     }
 }
 
 /// The two ways a port writes (a trait so the rule above has a unit test).
-trait Answer {
+trait Writes {
     /// Writes `bytes` whole; fails with `BrokenPipe` while no host is connected.
     fn send_now(&self, bytes: &[u8]) -> io::Result<()>;
     /// Writes `bytes` whole once a host is connected, however long that takes.
     fn send_waiting(&self, bytes: &[u8]) -> io::Result<()>;
 }
 
-impl Answer for Port {
+impl Writes for Port {
     fn send_now(&self, bytes: &[u8]) -> io::Result<()> {
         self.send_raw(bytes)
     }
@@ -627,7 +633,7 @@ mod tests {
         }
     }
 
-    impl Answer for Between {
+    impl Writes for Between {
         fn send_now(&self, bytes: &[u8]) -> io::Result<()> {
             if !*self.open.lock().unwrap() {
                 return Err(io::Error::new(io::ErrorKind::BrokenPipe, "no host"));
