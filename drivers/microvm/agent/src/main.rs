@@ -623,7 +623,7 @@ mod tests {
         opened: Condvar,
         written: Mutex<Vec<u8>>,
         /// Told when a write starts waiting for a host.
-        waiting: Mutex<mpsc::Sender<Option<io::Result<()>>>>,
+        waiting: mpsc::Sender<Option<io::Result<()>>>,
     }
 
     impl Between {
@@ -643,7 +643,7 @@ mod tests {
         }
 
         fn send_waiting(&self, bytes: &[u8]) -> io::Result<()> {
-            self.waiting.lock().unwrap().send(None).unwrap();
+            self.waiting.send(None).unwrap();
             drop(self.opened.wait_while(self.open.lock().unwrap(), |open| !*open).unwrap());
             self.written.lock().unwrap().extend_from_slice(bytes);
             Ok(())
@@ -660,7 +660,7 @@ mod tests {
             open: Mutex::new(false),
             opened: Condvar::new(),
             written: Mutex::new(Vec::new()),
-            waiting: Mutex::new(tx.clone()),
+            waiting: tx.clone(),
         });
         let nonce = [0x5a; wire::NONCE];
         let answering = {

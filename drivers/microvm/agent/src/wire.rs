@@ -32,7 +32,7 @@
 //! The host closing its end, or another begin arriving, ends the session:
 //! the agent kills everything the command started.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 use serde::{Deserialize, Serialize};
 
@@ -200,11 +200,6 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<Option<(Kind, Vec<u8>)>> {
     Ok(Some((kind, payload)))
 }
 
-/// Writes one frame.
-pub fn write_frame(w: &mut impl Write, kind: Kind, payload: &[u8]) -> io::Result<()> {
-    w.write_all(&encode(kind, payload))
-}
-
 /// Decodes a control frame's payload.
 pub fn decode<T: for<'de> Deserialize<'de>>(kind: Kind, payload: &[u8]) -> io::Result<T> {
     serde_json::from_slice(payload).map_err(|e| bad(format!("bad {kind:?} frame: {e}")))
@@ -224,8 +219,8 @@ mod tests {
         };
         let mut buf = Vec::new();
         buf.extend(encode_json(Kind::Exec, &exec));
-        write_frame(&mut buf, Kind::Stdin, b"\x00\xffbytes").unwrap();
-        write_frame(&mut buf, Kind::Stdin, b"").unwrap();
+        buf.extend(encode(Kind::Stdin, b"\x00\xffbytes"));
+        buf.extend(encode(Kind::Stdin, b""));
         buf.extend(encode_json(Kind::Resize, &Tty { rows: 50, cols: 132 }));
         let mut r = &buf[..];
         let (k, p) = read_frame(&mut r).unwrap().unwrap();
