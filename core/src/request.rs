@@ -286,7 +286,7 @@ pub struct Created {
     pub choice: Option<SandboxChoice>,
     pub warnings: Vec<String>,
     /// Set when the request asked for a pool: what it got from it.
-    pub pool: Option<crate::engine::PoolOutcome>,
+    pub pool: Option<crate::engine::PoolHandOut>,
 }
 
 /// What `create` answers on either front end (`tinybox create --json` and
@@ -298,11 +298,15 @@ pub struct CreatedDocument<'a> {
     pub info: &'a BoxInfo,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub warnings: &'a [String],
+    /// Set when the request named a pool (`BoxInfo::pool` is the pool a
+    /// box still waits in, so this has a name of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_pool: Option<&'a crate::engine::PoolHandOut>,
 }
 
 impl Created {
     pub fn document(&self) -> CreatedDocument<'_> {
-        CreatedDocument { info: &self.info, warnings: &self.warnings }
+        CreatedDocument { info: &self.info, warnings: &self.warnings, from_pool: self.pool.as_ref() }
     }
 }
 
@@ -531,14 +535,16 @@ impl Tinybox {
         let Some(name) = &request.pool else {
             return self.create_planned(self.plan_create(request).await?).await;
         };
+        let refilled = self.store_dir.as_deref().is_some_and(crate::supervisor::supervised);
         let outcome = match self.pool_take(name, request)? {
             Ok((info, left)) => {
                 let warnings = warnings(&info);
+                let taken = crate::engine::PoolOutcome::Taken { pool: name.clone(), left };
                 return Ok(Created {
                     info,
                     choice: None,
                     warnings,
-                    pool: Some(crate::engine::PoolOutcome::Taken { pool: name.clone(), left }),
+                    pool: Some(crate::engine::PoolHandOut::new(taken, refilled)),
                 });
             }
             Err(outcome) => outcome,
@@ -552,7 +558,7 @@ impl Tinybox {
         }
         let plan = self.plan_create(&self.pool_request(name, request)?).await?;
         let created = self.create_planned(plan).await?;
-        Ok(Created { pool: Some(outcome), ..created })
+        Ok(Created { pool: Some(crate::engine::PoolHandOut::new(outcome, refilled)), ..created })
     }
 
     /// Creates the box `plan` describes ([`Tinybox::create`]) and says what

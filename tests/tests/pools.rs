@@ -143,6 +143,63 @@ fn each_hand_out_says_how_many_boxes_are_left() {
 }
 
 #[test]
+fn every_create_from_a_pool_says_in_its_json_what_it_got_and_that_no_daemon_refills_it() {
+    let cli = Cli::new();
+    ok(&cli, &["pool", "create", "j", "--size", "1", "--sandbox", "passthrough"]);
+    let from_pool = |cli: &Cli| {
+        let (out, err) = ok(cli, &["--json", "create", "--pool", "j"]);
+        assert!(err.is_empty(), "--json says it in the document, not on stderr: {err}");
+        let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(created["id"].is_string(), "{created}");
+        created["from_pool"].clone()
+    };
+    let taken = from_pool(&cli);
+    assert_eq!(
+        (&taken["result"], &taken["pool"], &taken["left"], &taken["refilled"]),
+        (&"taken".into(), &"j".into(), &0.into(), &false.into()),
+        "{taken}"
+    );
+    let cold = from_pool(&cli);
+    assert_eq!((&cold["result"], &cold["refilled"]), (&"empty".into(), &false.into()), "{cold}");
+    let note = cold["note"].as_str().unwrap();
+    assert!(
+        note.contains("created cold") && note.contains("no daemon refills it") && note.contains("tinybox pool fill j"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_box_waiting_in_a_pool_takes_no_exec_or_copy_until_it_is_handed_out() {
+    let cli = Cli::new();
+    let dir = tempfile::tempdir().unwrap();
+    ok(&cli, &["pool", "create", "w", "--size", "1", "--sandbox", "passthrough"]);
+    let waiting = ids(&cli, true).pop().expect("a waiting box");
+    let planted = dir.path().join("planted");
+    std::fs::write(&planted, "from before the hand-out").unwrap();
+    let before = cli.store_bytes();
+    let target = format!("{waiting}:/tmp/tinybox-planted-{}", std::process::id());
+    for args in [
+        vec!["exec", waiting.as_str(), "--", "true"],
+        vec!["cp", planted.to_str().unwrap(), target.as_str()],
+        vec!["cp", target.as_str(), dir.path().to_str().unwrap()],
+    ] {
+        let (code, out, err) = cli.run(&args);
+        assert_ne!(code, 0, "{args:?} reached a pooled box: {out}");
+        assert!(
+            err.contains(&format!("box {waiting} is waiting in pool w")) && err.contains("create --pool w"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    assert_eq!(cli.store_bytes(), before, "a refused use changed the store");
+    assert!(!std::path::Path::new(&target[waiting.len() + 1..]).exists(), "the copy in reached the box");
+    // Handed out, the same box is anyone's who took it.
+    let (out, _) = ok(&cli, &["create", "--pool", "w"]);
+    assert_eq!(out.trim(), waiting);
+    ok(&cli, &["exec", &waiting, "--", "true"]);
+}
+
+#[test]
 fn the_daemon_refills_a_pool_after_a_hand_out() {
     let cli = Cli::new();
     ok(&cli, &["pool", "create", "r", "--size", "2", "--sandbox", "passthrough"]);

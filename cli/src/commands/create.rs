@@ -1,7 +1,6 @@
 //! `tinybox create`: makes a box from the flags (core decides and creates).
 
 use clap::Args;
-use tinybox_core::engine::PoolOutcome;
 use tinybox_core::{Created, Error};
 
 use super::App;
@@ -40,8 +39,8 @@ pub async fn make(app: &App, args: &BoxArgs, env: &[(String, String)]) -> Result
                         choice.sandbox, choice.isolation, choice.reason
                     );
                 }
-                if let Some(outcome) = &created.pool {
-                    eprintln!("tinybox: {}", pool_note(app, outcome));
+                if let Some(hand_out) = &created.pool {
+                    eprintln!("tinybox: {}", hand_out.note);
                 }
             }
             created
@@ -64,25 +63,5 @@ fn warn(app: &App, created: &Created) {
         for warning in &created.warnings {
             eprintln!("tinybox: warning: {warning}");
         }
-    }
-}
-
-fn pool_note(app: &App, outcome: &PoolOutcome) -> String {
-    match outcome {
-        PoolOutcome::Taken { pool, left } => {
-            let refill = if tinybox_core::supervisor::supervised(&app.store_dir) {
-                ""
-            } else {
-                "; no daemon refills it (`tinybox daemon start`)"
-            };
-            format!("taken from pool {pool} ({left} left{refill})")
-        }
-        PoolOutcome::Empty { pool } => {
-            format!("pool {pool} had no box ready: created cold (--pool-only refuses instead)")
-        }
-        PoolOutcome::Differs { pool, fields } => format!(
-            "the request differs from pool {pool}'s in {}: created cold (--pool-only refuses instead)",
-            fields.join(", ")
-        ),
     }
 }

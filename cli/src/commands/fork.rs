@@ -17,7 +17,7 @@ pub struct ForkCmd {
 impl ForkCmd {
     pub async fn run(self, app: &App) -> Result<u8, Error> {
         let info = app.engine.fork(&self.id).await?;
-        output::print_created(app.json, &CreatedDocument { info: &info, warnings: &[] });
+        output::print_created(app.json, &CreatedDocument { info: &info, warnings: &[], from_pool: None });
         Ok(0)
     }
 }

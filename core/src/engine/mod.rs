@@ -33,7 +33,7 @@ pub use exec::{ExecOutcome, Target};
 pub use forward::{Forward, parse_forward};
 pub use hosts::HostAdded;
 pub use lifecycle::{Autosnapshot, AutosnapshotOutcome, autosnapshot_due_at};
-pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolOutcome, PoolView};
+pub use pools::{FillReport, MAX_POOL_SIZE, PoolError, PoolHandOut, PoolOutcome, PoolView};
 pub use prune::{KeptBy, PruneOutcome, PruneResult, SnapshotListing};
 pub use remove::{ReapOutcome, RemoveFailure, Removed};
 pub use run_once::OneShot;
@@ -186,7 +186,14 @@ impl Tinybox {
         format!("x{}-{}", std::process::id(), EXEC_COUNTER.fetch_add(1, Ordering::SeqCst))
     }
 
+    /// The box's instance, for an operation that uses the box: refused for
+    /// a box that is not ready, and for one still waiting in a warm pool —
+    /// that box is nobody's yet, and whatever an exec or a copy left in it
+    /// would be handed out with it.
     fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {
+        if let (true, Some(pool)) = (info.is_pooled(), &info.pool) {
+            return Err(waiting_in_pool(&info.id, pool));
+        }
         match (&info.phase, &info.workspace) {
             (Phase::Created, Some(ws)) => Ok(ws),
             (Phase::Removing, _) => Err(being_removed(&info.id)),
@@ -201,6 +208,15 @@ impl Tinybox {
                 hint: format!("remove it with `tinybox rm {}`", info.id),
             }),
         }
+    }
+}
+
+/// Why a box still waiting in a warm pool is used by nobody.
+pub(crate) fn waiting_in_pool(id: &BoxId, pool: &str) -> Error {
+    Error::BoxNotReady {
+        id: id.clone(),
+        state: format!("waiting in pool {pool}"),
+        hint: format!("hand it out with `tinybox create --pool {pool}`"),
     }
 }
 
