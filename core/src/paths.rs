@@ -59,8 +59,12 @@ pub fn check_store_dir(dir: &Path) -> std::result::Result<PathBuf, StoreError> {
 /// A directory only this user can enter, for stdio sockets:
 /// `$XDG_RUNTIME_DIR/tinybox`, else `$TMPDIR/tinybox-<uid>`. The sdk owns
 /// the rules, so a driver serving its own helper sockets picks the same one.
+/// Sockets left there by a process that was killed are removed then
+/// (`remove_stale_sockets`): once per engine, one read of a small directory.
 pub fn runtime_dir() -> Result<PathBuf> {
-    tinybox_sdk::capture::runtime_dir().map_err(|e| Error::io("cannot prepare the runtime directory", e))
+    let dir = tinybox_sdk::capture::runtime_dir().map_err(|e| Error::io("cannot prepare the runtime directory", e))?;
+    tinybox_sdk::capture::remove_stale_sockets(&dir);
+    Ok(dir)
 }
 
 /// The environment variable naming the DNS server egress proxies resolve

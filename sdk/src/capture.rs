@@ -122,16 +122,76 @@ fn next_exec_id() -> String {
 /// A directory only this user can enter, for stdio sockets. Short, because a
 /// socket path is limited to 108 bytes: `$XDG_RUNTIME_DIR/tinybox`, else
 /// `$TMPDIR/tinybox-<uid>` (usually `/tmp`). Created mode 0700 when missing;
-/// refused when it exists but is not a directory owned by this user, and
-/// closed to others when it was open.
+/// closed to others when it was open. Any local user can make that name in
+/// a shared `/tmp` first (a file, or a directory of theirs): a squatted one
+/// is never used, and the user's own cache directory
+/// (`$XDG_CACHE_HOME/tinybox/run`, else `~/.cache/tinybox/run`), which no
+/// one else can make, serves instead. Only when that fails too is it an
+/// error, one line naming both and what to do.
 pub fn runtime_dir() -> std::io::Result<PathBuf> {
     let uid = rustix::process::getuid().as_raw();
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        Some(run) => PathBuf::from(run).join("tinybox"),
-        None => std::env::temp_dir().join(format!("tinybox-{uid}")),
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(run) = env("XDG_RUNTIME_DIR") {
+        let dir = run.join("tinybox");
+        ensure_private_dir(&dir, uid)?;
+        return Ok(dir);
+    }
+    let shared = std::env::temp_dir().join(format!("tinybox-{uid}"));
+    let squatted = match ensure_private_dir(&shared, uid) {
+        Ok(()) => return Ok(shared),
+        Err(e) => e,
     };
-    ensure_private_dir(&dir, uid)?;
-    Ok(dir)
+    let cache = env("XDG_CACHE_HOME").or_else(|| env("HOME").map(|h| h.join(".cache")));
+    let own = cache.map(|c| c.join("tinybox").join("run"));
+    match own.as_deref().map(|dir| ensure_own_dir(dir, uid).map(|()| dir.to_owned())) {
+        Some(Ok(dir)) => Ok(dir),
+        Some(Err(fallback)) => Err(std::io::Error::new(
+            squatted.kind(),
+            format!("{squatted}, and the fallback failed: {fallback}; set XDG_RUNTIME_DIR to a directory of your own"),
+        )),
+        None => Err(std::io::Error::new(
+            squatted.kind(),
+            format!("{squatted}, and no HOME to fall back on; set XDG_RUNTIME_DIR to a directory of your own"),
+        )),
+    }
+}
+
+/// Removes the stream sockets in runtime directory `dir` whose maker is
+/// gone. A process that made one and was killed (SIGKILL, a crash) could
+/// not remove it itself. Every socket tinybox makes there is named
+/// `<prefix><pid>-<n>.sock`; only a socket whose pid has no process is
+/// removed, so a live one (ours or a reused pid's) is never touched.
+pub fn remove_stale_sockets(dir: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(socket_maker) else { continue };
+        if entry.file_type().is_ok_and(|t| t.is_socket()) && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The pid in a runtime socket's name `<prefix><pid>-<n>.sock`.
+fn socket_maker(name: &str) -> Option<u32> {
+    let (head, n) = name.strip_suffix(".sock")?.rsplit_once('-')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = head.len() - head.bytes().rev().take_while(u8::is_ascii_digit).count();
+    head[digits..].parse().ok().filter(|pid| *pid > 0)
+}
+
+/// `dir` and the parents it lacks, made this user's own; the last made
+/// (or found) private.
+fn ensure_own_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot create runtime directory {}: {e}", parent.display()))
+        })?;
+    }
+    ensure_private_dir(dir, uid)
 }
 
 fn ensure_private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
@@ -148,7 +208,10 @@ fn ensure_private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
     if !meta.is_dir() || meta.uid() != uid {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
-            format!("runtime directory {} is not a directory owned by uid {uid}", dir.display()),
+            format!(
+                "runtime directory {} is not a directory owned by uid {uid} (another user may have made it first)",
+                dir.display()
+            ),
         ));
     }
     if meta.mode() & 0o077 != 0 {
@@ -185,6 +248,43 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let err = ensure_private_dir(&dir, uid.wrapping_add(1)).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn an_own_dir_is_made_with_its_parents_and_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uid = rustix::process::getuid().as_raw();
+        let dir = tmp.path().join("cache/tinybox/run");
+        ensure_own_dir(&dir, uid).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(dir.parent().unwrap()).unwrap().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_socket_s_maker_is_read_from_its_name() {
+        assert_eq!(socket_maker("x123-4.sock"), Some(123));
+        assert_eq!(socket_maker("daemon-exec-77-0.sock"), Some(77));
+        assert_eq!(socket_maker("docker-lifeline-9-12.sock"), Some(9));
+        assert_eq!(socket_maker("pools-0f2f4325-55-3.sock"), Some(55));
+        for not_ours in ["x123.sock", "x-4.sock", "abc-4.sock", "x0-1.sock", "x12-4.pipe", "x12-a.sock"] {
+            assert_eq!(socket_maker(not_ours), None, "{not_ours}");
+        }
+    }
+
+    #[test]
+    fn only_the_sockets_of_gone_processes_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mine = dir.path().join(format!("x{}-0.sock", std::process::id()));
+        // A pid above the kernel's limit (4194304) names no process.
+        let gone = dir.path().join("x4194305-0.sock");
+        let file = dir.path().join("x4194305-1.sock");
+        let _live = std::os::unix::net::UnixListener::bind(&mine).unwrap();
+        let _stale = std::os::unix::net::UnixListener::bind(&gone).unwrap();
+        std::fs::write(&file, b"not a socket").unwrap();
+        remove_stale_sockets(dir.path());
+        assert!(mine.exists(), "a live process's socket was removed");
+        assert!(!gone.exists(), "a gone process's socket was left");
+        assert!(file.exists(), "something not a socket was removed");
     }
 
     #[test]

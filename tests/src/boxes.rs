@@ -217,15 +217,8 @@ pub fn escape_probe() -> PathBuf {
     static PROBE: OnceLock<PathBuf> = OnceLock::new();
     PROBE
         .get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("tinybox-probe-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("probe dir");
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
-            let out = dir.join("escape");
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("probes/escape.c");
-            let status =
-                Command::new("cc").args(["-O2", "-static", "-o"]).arg(&out).arg(&src).status().expect("run cc");
-            assert!(status.success(), "cc could not build the escape probe");
-            out
+            crate::compiled_probe("escape", &std::fs::read_to_string(src).expect("read the escape probe"))
         })
         .clone()
 }

@@ -273,21 +273,7 @@ int main(void) {
 }
 "#;
     static PROBE: OnceLock<std::path::PathBuf> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt;
-            let dir = std::env::temp_dir().join(format!("tinybox-set-id-probe-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("probe dir");
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
-            let src = dir.join("setid.c");
-            std::fs::write(&src, SOURCE).expect("write probe source");
-            let out = dir.join("setid");
-            let status =
-                Command::new("cc").args(["-O2", "-static", "-o"]).arg(&out).arg(&src).status().expect("run cc");
-            assert!(status.success(), "cc could not build the set-id probe");
-            out
-        })
-        .clone()
+    PROBE.get_or_init(|| crate::compiled_probe("setid", SOURCE)).clone()
 }
 
 /// The host's address on docker's default bridge.

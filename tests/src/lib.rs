@@ -307,6 +307,39 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// A C probe compiled from `source` (statically, so it runs in any box),
+/// once per source text, into the build's own directory
+/// (`target/<profile>/tinybox-probes/`) rather than /tmp: a test run leaves
+/// nothing behind outside the build, and the next run reuses it. Built
+/// under a name of this process's, then renamed, so concurrent test
+/// processes never see half a binary.
+pub fn compiled_probe(name: &str, source: &str) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::PermissionsExt;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut hasher);
+    let dir = bin_dir().join("tinybox-probes");
+    std::fs::create_dir_all(&dir).expect("probe dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
+    let out = dir.join(format!("{name}-{:016x}", hasher.finish()));
+    if out.exists() {
+        return out;
+    }
+    let partial = dir.join(format!(".{name}-{}", std::process::id()));
+    let src = partial.with_extension("c");
+    std::fs::write(&src, source).expect("write probe source");
+    let status = std::process::Command::new("cc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&partial)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    let _ = std::fs::remove_file(&src);
+    assert!(status.success(), "cc could not build the {name} probe");
+    std::fs::rename(&partial, &out).expect("put the probe in place");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,25 +87,7 @@ int main(int argc, char **argv) {
 }
 "#;
     static PROBE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt;
-            let dir = std::env::temp_dir().join(format!("tinybox-setcap-probe-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).expect("probe dir");
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod probe dir");
-            let src = dir.join("setcap.c");
-            std::fs::write(&src, SOURCE).expect("write probe source");
-            let out = dir.join("setcap");
-            let status = std::process::Command::new("cc")
-                .args(["-O2", "-static", "-o"])
-                .arg(&out)
-                .arg(&src)
-                .status()
-                .expect("run cc");
-            assert!(status.success(), "cc could not build the file capability probe");
-            out
-        })
-        .clone()
+    PROBE.get_or_init(|| crate::compiled_probe("setcap", SOURCE)).clone()
 }
 
 /// The names of `path`'s extended attributes (not following a symlink).

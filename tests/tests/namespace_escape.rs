@@ -480,24 +480,7 @@ int main(void) {
 }
 "#;
     static PROBE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt;
-            let dir = std::env::temp_dir().join(format!("tinybox-privilege-probe-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::write(dir.join("modes.c"), SOURCE).unwrap();
-            let out = dir.join("modes");
-            let status = std::process::Command::new("cc")
-                .args(["-O2", "-static", "-o"])
-                .arg(&out)
-                .arg(dir.join("modes.c"))
-                .status()
-                .expect("run cc");
-            assert!(status.success(), "cc could not build the privilege probe");
-            out
-        })
-        .clone()
+    PROBE.get_or_init(|| tinybox_tests::compiled_probe("modes", SOURCE)).clone()
 }
 
 #[test]

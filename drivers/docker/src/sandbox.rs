@@ -438,7 +438,7 @@ impl Docker {
         // Unique in this process whatever the exec id: ids are core's to choose.
         static WATCHERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = WATCHERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = dir.join(format!("docker-{}-lifeline-{n}.sock", std::process::id()));
+        let socket = dir.join(format!("docker-lifeline-{}-{n}.sock", std::process::id()));
         // Only a dead process with our pid could have left this name behind.
         let _ = std::fs::remove_file(&socket);
         let fds = StdioFds { stdin: input.into(), stdout: out.into(), stderr: err.into() };
