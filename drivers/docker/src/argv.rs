@@ -366,7 +366,9 @@ pub fn claim(container: &str, box_id: &str, namespace: &str, image: &str) -> Vec
 }
 
 pub fn remove(container: &str) -> Vec<String> {
-    docker(&["rm", "--force", container])
+    // --volumes: the anonymous volumes the image declares (VOLUME) go
+    // with the container, and what the box wrote in them.
+    docker(&["rm", "--force", "--volumes", container])
 }
 
 pub fn commit(container: &str) -> Vec<String> {

@@ -180,7 +180,7 @@ mod tests {
             FakeHost::new().on_prefix(&["docker", "container", "inspect"], Reply::ok(exited)).otherwise(Reply::ok(""));
         snapshot_exec(&host, params("sha-0123456789ab")).await.unwrap();
         let argvs = host.argvs();
-        assert_eq!(argvs[1], ["docker", "rm", "--force", "tinybox-ns-box-1-cp"]);
+        assert_eq!(argvs[1], ["docker", "rm", "--force", "--volumes", "tinybox-ns-box-1-cp"]);
         assert!(argvs[2].contains(&"run".to_owned()), "{argvs:?}");
 
         let host = FakeHost::new()

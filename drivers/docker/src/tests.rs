@@ -419,7 +419,10 @@ async fn destroy_of_a_missing_container_is_not_found() {
     // The box's container, then the one an interrupted copy out of it left.
     assert_eq!(
         commands(&host),
-        [["docker", "rm", "--force", "tinybox-ns1-box-0"], ["docker", "rm", "--force", "tinybox-ns1-box-0-cp"]]
+        [
+            ["docker", "rm", "--force", "--volumes", "tinybox-ns1-box-0"],
+            ["docker", "rm", "--force", "--volumes", "tinybox-ns1-box-0-cp"]
+        ]
     );
     // A stopped box has no container of its own; its copy's is still removed.
     let host = FakeHost::replying(|argv| {
