@@ -223,6 +223,48 @@ pub fn host_address_rule(addr: Ipv4Addr) -> String {
     format!("-A OUTPUT -d {addr}/32 {REFUSE}\n")
 }
 
+/// Where a fence's iptables is looked for (as netwrap.sh does: the sbin
+/// directories are often not on a user's PATH).
+pub const SBIN: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
+
+/// What netwrap.sh needs on `PATH` beside iptables, each with the Debian
+/// package that has it.
+pub const NETWRAP_TOOLS: &[(&str, &str)] =
+    &[("slirp4netns", "slirp4netns"), ("unshare", "util-linux"), ("setpriv", "util-linux")];
+
+/// The packages this machine lacks to put the fence in force: iptables
+/// and ip6tables (`iptables-restore` or its `-nft` form, in [`SBIN`]), and
+/// each of `programs` on `PATH`; `None` when nothing is missing. A driver
+/// whose box would run here declares `egress_fence` only when nothing is,
+/// so a missing tool narrows the declaration by that one feature (plain
+/// egress is refused before dispatch, naming it) instead of failing the
+/// kit's fence claims and the whole sandbox with them.
+pub fn missing_tools(programs: &[(&str, &str)]) -> Option<String> {
+    missing_tools_with(std::env::var_os("PATH").as_deref(), &SBIN.map(std::path::Path::new), programs)
+}
+
+/// [`missing_tools`] with this `PATH` and these sbin directories.
+pub fn missing_tools_with(
+    path: Option<&std::ffi::OsStr>,
+    sbin: &[&std::path::Path],
+    programs: &[(&str, &str)],
+) -> Option<String> {
+    let on_path = |program: &str| path.is_some_and(|p| std::env::split_paths(p).any(|d| d.join(program).is_file()));
+    let in_sbin = |names: [&str; 2]| sbin.iter().any(|d| names.iter().any(|n| d.join(n).is_file()));
+    let mut missing: Vec<&str> = Vec::new();
+    for (program, package) in programs {
+        if !on_path(program) && !missing.contains(package) {
+            missing.push(package);
+        }
+    }
+    if !in_sbin(["iptables-nft-restore", "iptables-restore"])
+        || !in_sbin(["ip6tables-nft-restore", "ip6tables-restore"])
+    {
+        missing.push("iptables");
+    }
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,5 +358,25 @@ mod tests {
             let n: ipnet::Ipv4Net = net.parse().unwrap();
             assert_eq!(n, n.trunc(), "{net}");
         }
+    }
+
+    #[test]
+    fn the_fence_s_missing_tools_are_named_as_the_packages_to_install() {
+        let bin = tempfile::tempdir().unwrap();
+        let sbin = tempfile::tempdir().unwrap();
+        let path = bin.path().as_os_str();
+        let dirs = [sbin.path()];
+        let missing = |programs| missing_tools_with(Some(path), &dirs, programs);
+        assert_eq!(missing(NETWRAP_TOOLS).as_deref(), Some("slirp4netns, util-linux, iptables"));
+        assert_eq!(missing(&[]).as_deref(), Some("iptables"), "docker's fence needs iptables alone");
+        for tool in ["slirp4netns", "unshare", "setpriv"] {
+            std::fs::write(bin.path().join(tool), b"").unwrap();
+        }
+        assert_eq!(missing(NETWRAP_TOOLS).as_deref(), Some("iptables"), "a fresh Debian machine");
+        std::fs::write(sbin.path().join("iptables-nft-restore"), b"").unwrap();
+        assert_eq!(missing(NETWRAP_TOOLS).as_deref(), Some("iptables"), "ip6tables too");
+        std::fs::write(sbin.path().join("ip6tables-restore"), b"").unwrap();
+        assert_eq!(missing(NETWRAP_TOOLS), None);
+        assert_eq!(missing(&[]), None);
     }
 }

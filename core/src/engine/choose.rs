@@ -79,13 +79,19 @@ impl Tinybox {
             .filter(|r| r.name != PASSTHROUGH && r.role != Some(Role::Host))
             .map(|r| format!("{} ({})", r.name, r.summary()))
             .collect();
-        let passed_over = if passed_over.is_empty() {
-            String::new()
+        // The advice names what is actually missing: a sandbox that is
+        // installed but was passed over needs what its report says, not
+        // another install.
+        let (passed_over, advice) = if passed_over.is_empty() {
+            (String::new(), "install one (bubblewrap, docker)")
         } else {
-            format!("; passed over: {} (`tinybox drivers verify NAME` shows why)", passed_over.join(", "))
+            (
+                format!("; passed over: {} (`tinybox drivers verify NAME` shows why)", passed_over.join(", ")),
+                "fix what that names",
+            )
         };
         Err(Error::NoSandbox(format!(
-            "no sandbox that confines anything{} is available here (found: {}){passed_over}; install one (bubblewrap, docker) or pass --sandbox passthrough to run unconfined",
+            "no sandbox that confines anything{} is available here (found: {}){passed_over}; {advice} or pass --sandbox passthrough to run unconfined",
             floor.map(|f| format!(" at isolation {f} or above")).unwrap_or_default(),
             if seen.is_empty() { "none".into() } else { seen.join(", ") }
         )))

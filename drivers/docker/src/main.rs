@@ -61,8 +61,11 @@ struct DockerSandbox {
     /// egress proxies are (decided in the handshake).
     local: std::sync::OnceLock<bool>,
     /// Whether the daemon is on the box's host, whose addresses the fence
-    /// reads (decided in the handshake).
+    /// reads, and this machine has the fence's tools for a box here
+    /// (decided in the handshake).
     fenced: std::sync::OnceLock<bool>,
+    /// Why there is no fence, when there is none (the refusal's words).
+    no_fence: std::sync::OnceLock<String>,
     /// Core said it does not read the handshake's health (decided there).
     health_not_read: std::sync::OnceLock<bool>,
 }
@@ -190,8 +193,24 @@ impl SandboxDriver for DockerSandbox {
     fn configure(&self, host: &HostHandle) {
         let env = |name: &str| std::env::var(name).ok();
         let (docker_host, context) = (env("DOCKER_HOST"), env("DOCKER_CONTEXT"));
-        let _ = self.local.set(is_local(host.config(), docker_host.as_deref(), context.as_deref()));
-        let _ = self.fenced.set(daemon_on_host(docker_host.as_deref(), context.as_deref()));
+        let local = is_local(host.config(), docker_host.as_deref(), context.as_deref());
+        let _ = self.local.set(local);
+        // The fence container runs this machine's iptables-restore (its
+        // /usr bound in): without it here, no fence is declared, and plain
+        // egress is refused naming what to install. Another host's tools
+        // cannot be seen from here; a box there that lacks them fails at create.
+        let missing = if local { tinybox_sdk::fence::missing_tools(&[]) } else { None };
+        let why = match (daemon_on_host(docker_host.as_deref(), context.as_deref()), missing) {
+            (false, _) => Some(
+                "the docker CLI talks to a daemon on another machine (DOCKER_HOST or a docker context), whose own \
+                 addresses it cannot read"
+                    .to_owned(),
+            ),
+            (true, Some(missing)) => Some(format!("its fence needs iptables on this machine (install {missing})")),
+            (true, None) => None,
+        };
+        let _ = self.fenced.set(why.is_none());
+        let _ = self.no_fence.set(why.unwrap_or_default());
         let _ = self.health_not_read.set(host.core_has(tinybox_sdk::protocol::core_feature::HEALTH_NOT_READ));
     }
 
@@ -207,10 +226,8 @@ impl SandboxDriver for DockerSandbox {
     async fn create(&self, host: &HostHandle, params: CreateParams) -> Result<CreateResult, DriverError> {
         let fenced = self.fenced.get().copied().unwrap_or(false);
         if params.network == Some(tinybox_sdk::model::NetworkPolicy::Egress) && !fenced {
-            return Err(DriverError::unavailable(
-                "the docker sandbox cannot fence egress here: the docker CLI talks to a daemon on another machine \
-                 (DOCKER_HOST or a docker context), whose own addresses it cannot read",
-            ));
+            let why = self.no_fence.get().map(String::as_str).unwrap_or("it was not configured");
+            return Err(DriverError::unavailable(format!("the docker sandbox cannot fence egress here: {why}")));
         }
         // The relay is written only where it can be bound: on this machine.
         let local = self.local.get().copied().unwrap_or(false);
@@ -277,6 +294,7 @@ fn main() {
         docker: Docker::new(Config::from_env()),
         local: Default::default(),
         fenced: Default::default(),
+        no_fence: Default::default(),
         health_not_read: Default::default(),
     })
 }

@@ -101,12 +101,21 @@ impl SandboxDriver for Microvm {
             isolation,
             snapshot: SnapshotSupport::None,
             // The guest agent makes a command's terminal in the guest.
-            // Every egress box's passt is behind the fence (`egress`); a host
-            // without slirp4netns or iptables refuses the box at create. An
+            // Every egress box's passt is behind the fence (`egress`). An
             // allowlist box has no NIC, only the agent's relay over a port
             // to the proxy (`relay`); its VM always runs on core's machine.
-            features: [Feature::ResourceLimits, Feature::Terminal, Feature::EgressFence, Feature::NetworkAllowlist]
-                .into(),
+            features: {
+                let mut features: std::collections::BTreeSet<Feature> =
+                    [Feature::ResourceLimits, Feature::Terminal, Feature::NetworkAllowlist].into();
+                // No fence without its tools here: plain egress is then
+                // refused before dispatch, and nothing else is held to it.
+                if self.setup().is_ok_and(|s| s.passt.is_some())
+                    && tinybox_sdk::fence::missing_tools(tinybox_sdk::fence::NETWRAP_TOOLS).is_none()
+                {
+                    features.insert(Feature::EgressFence);
+                }
+                features
+            },
             limits: limits.into_iter().collect(),
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -318,10 +327,12 @@ impl Microvm {
                         s.config_path
                     ),
                 };
-                let egress = if s.passt.is_some() {
-                    "egress via passt behind the egress fence"
-                } else {
-                    "no egress (install passt)"
+                let missing = tinybox_sdk::fence::missing_tools(tinybox_sdk::fence::NETWRAP_TOOLS);
+                let egress = match (&s.passt, missing) {
+                    (Some(_), None) => "egress via passt behind the egress fence".to_owned(),
+                    (None, None) => "no egress (install passt)".to_owned(),
+                    (Some(_), Some(m)) => format!("no plain egress (its fence needs: install {m})"),
+                    (None, Some(m)) => format!("no plain egress (install passt, {m})"),
                 };
                 Health::ok_with(format!(
                     "{accel}; kernel {}; {egress}; workspace files a box writes land as the workspace's owner (a root caller's QEMU runs as that owner; an unprivileged caller's as the caller), mode {:04o}/{:04o}, without the guest's setuid, setgid, executable bits, owners or symlinks",

@@ -15,13 +15,24 @@ pub fn check(limits: &str) -> Health {
     check_with(std::env::var_os("PATH").as_deref(), limits)
 }
 
+/// What this machine lacks for plain egress behind the fence, as the
+/// packages to install; `None`: nothing. Without them the driver does not
+/// declare `egress_fence`: plain egress is refused before dispatch, and the
+/// kit holds nothing else of the sandbox to a feature this machine cannot have.
+pub fn fence_missing() -> Option<String> {
+    tinybox_sdk::fence::missing_tools(tinybox_sdk::fence::NETWRAP_TOOLS)
+}
+
 /// The verdict for a driver whose `PATH` is `path`.
 fn check_with(path: Option<&OsStr>, limits: &str) -> Health {
     if !on_path(path, "bwrap") {
         return Health::unavailable("bwrap is not installed; install the bubblewrap package");
     }
-    let egress =
-        if on_path(path, "slirp4netns") { "egress via slirp4netns" } else { "no egress (install slirp4netns)" };
+    let sbin = tinybox_sdk::fence::SBIN.map(std::path::Path::new);
+    let egress = match tinybox_sdk::fence::missing_tools_with(path, &sbin, tinybox_sdk::fence::NETWRAP_TOOLS) {
+        None => "egress via slirp4netns behind the fence".to_owned(),
+        Some(missing) => format!("no plain egress here (its fence needs: install {missing})"),
+    };
     Health::ok_with(format!(
         "bwrap found; {egress}; {limits}; setuid and setgid bits refused by seccomp, no nested user namespaces, \
          a root caller's box runs as its workspace's owner"
@@ -50,13 +61,11 @@ mod tests {
         let path = std::env::join_paths([empty.path(), bin.path()]).unwrap();
         let health = check_with(Some(&path), "no resource limits");
         assert!(health.ok);
-        assert!(health.detail.as_deref().unwrap().contains("no egress (install slirp4netns)"), "{health:?}");
+        assert!(
+            health.detail.as_deref().unwrap().contains("no plain egress here (its fence needs: install slirp4netns"),
+            "{health:?}"
+        );
 
-        std::fs::write(empty.path().join("slirp4netns"), b"").unwrap();
-        let health = check_with(Some(&path), "no resource limits");
-        assert!(health.ok);
-        let detail = health.detail.as_deref().unwrap();
-        assert!(detail.starts_with("bwrap found; egress via slirp4netns; no resource limits; setuid"), "{health:?}");
         // A directory named bwrap is not a program.
         let dir_only = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir_only.path().join("bwrap")).unwrap();

@@ -74,10 +74,17 @@ impl Namespace {
 /// the session its host (sshd) made around the terminal made for this run
 /// (`bwrap::Terminal`, docs/adr/0025). An allowlist only on this machine
 /// (see below).
-fn features(limits: bool, remote: bool) -> std::collections::BTreeSet<Feature> {
-    // Every egress box is behind the fence, wherever it runs (netwrap.sh);
-    // a host without iptables refuses the box at create instead.
-    let mut features: std::collections::BTreeSet<Feature> = [Feature::EgressFence, Feature::Terminal].into();
+fn features(limits: bool, remote: bool, fence: bool) -> std::collections::BTreeSet<Feature> {
+    // Every egress box is behind the fence, wherever it runs (netwrap.sh).
+    // This machine's tools for it are checked here: one that lacks them
+    // does not declare the fence (plain egress is refused before dispatch,
+    // and nothing else of the declaration is held to it). Another
+    // machine's cannot be seen from here: a host without them refuses the
+    // box at create instead.
+    let mut features: std::collections::BTreeSet<Feature> = [Feature::Terminal].into();
+    if fence {
+        features.insert(Feature::EgressFence);
+    }
     if limits {
         features.insert(Feature::ResourceLimits);
     }
@@ -109,7 +116,10 @@ impl SandboxDriver for Namespace {
         SandboxCapabilities {
             isolation: IsolationLevel::Kernel,
             snapshot: SnapshotSupport::None,
-            features: features(!limits.is_empty(), self.remote.get().copied().unwrap_or(true)),
+            features: {
+                let remote = self.remote.get().copied().unwrap_or(true);
+                features(!limits.is_empty(), remote, remote || health::fence_missing().is_none())
+            },
             limits,
             network_deny: true,
             sources: [SourceKind::LocalDir].into(),
@@ -213,10 +223,24 @@ mod tests {
 
     #[test]
     fn a_terminal_is_declared_wherever_the_box_runs_an_allowlist_only_on_this_machine() {
-        assert!(features(false, false).contains(&Feature::Terminal));
-        assert!(features(false, true).contains(&Feature::Terminal), "ssh hosts too (ADR 0025)");
-        assert!(features(false, false).contains(&Feature::NetworkAllowlist));
-        assert!(!features(false, true).contains(&Feature::NetworkAllowlist), "the proxy's socket is on this machine");
-        assert_eq!(features(true, true), [Feature::ResourceLimits, Feature::EgressFence, Feature::Terminal].into());
+        assert!(features(false, false, true).contains(&Feature::Terminal));
+        assert!(features(false, true, true).contains(&Feature::Terminal), "ssh hosts too (ADR 0025)");
+        assert!(features(false, false, true).contains(&Feature::NetworkAllowlist));
+        assert!(
+            !features(false, true, true).contains(&Feature::NetworkAllowlist),
+            "the proxy's socket is on this machine"
+        );
+        assert_eq!(
+            features(true, true, true),
+            [Feature::ResourceLimits, Feature::EgressFence, Feature::Terminal].into()
+        );
+    }
+
+    #[test]
+    fn a_machine_without_the_fence_s_tools_declares_no_fence_and_keeps_the_rest() {
+        let without = features(true, false, false);
+        assert!(!without.contains(&Feature::EgressFence));
+        let with = features(true, false, true);
+        assert_eq!(with.difference(&without).collect::<Vec<_>>(), [&Feature::EgressFence]);
     }
 }
