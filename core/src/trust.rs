@@ -111,6 +111,9 @@ pub fn unproven(v: &Verdict) -> String {
     }
 }
 
+/// Why a verdict earned on this machine does not cover a box's declaration.
+pub const NOT_THIS_DECLARATION: &str = "is verified by the kit on this machine only, and declares otherwise for this box (on another host, whose facts the kit's probes do not read)";
+
 impl Tinybox {
     /// Keeps `verdict` in the store, where the trust rule and `tinybox
     /// drivers` read it; an engine without a store keeps none.
@@ -161,6 +164,12 @@ impl Tinybox {
             Trust::Verified(_) | Trust::NothingClaimed => Ok(()),
             Trust::Failed(v) => Err(Error::Unverified { sandbox: sandbox.clone(), detail: unproven(&v) }),
             Trust::Unverified => {
+                // The kit makes its boxes here: a link whose declaration is
+                // not this machine's would get a verdict for another one.
+                let here = self.drivers.sandbox(sandbox, &tinybox_sdk::model::HostName::local()).await?;
+                if here.capabilities() != link.capabilities() {
+                    return Err(Error::Unverified { sandbox: sandbox.clone(), detail: NOT_THIS_DECLARATION.into() });
+                }
                 let Some(verifier) = self.verifier.clone() else {
                     return Err(Error::Unverified {
                         sandbox: sandbox.clone(),
