@@ -5,7 +5,7 @@
 //! reads (`tinybox_sdk::carried_env`); the wrapper prints them as the env
 //! file's lines into a here-document on descriptor 5 and unsets them
 //! before docker starts, and `--env-file /dev/fd/5` makes docker read it
-//! (docs/adr/0026-values-off-command-lines.md). Neither the wrapper's
+//! (docs/adr/0027-values-off-command-lines.md). Neither the wrapper's
 //! shell nor the docker CLI ever sees a box variable under its own name,
 //! so a box's `PATH`, `LD_PRELOAD` or `DOCKER_HOST` steers neither.
 //!

@@ -43,7 +43,7 @@ printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
 /// printed as the NUL-separated `--setenv NAME VALUE` bwrap reads, by a
 /// forked shell feeding a pipe, and unset before anything else starts, so
 /// the values are on no command line and in the environment of no host
-/// program (docs/adr/0026-values-off-command-lines.md). A box with no
+/// program (docs/adr/0027-values-off-command-lines.md). A box with no
 /// environment forks nothing more than before.
 pub fn env_feed() -> String {
     use tinybox_sdk::carried_env::{each, unset_all};

@@ -171,7 +171,7 @@ impl SshHost {
             // The values never go in a command line (this machine's `ssh`
             // and the remote shell show theirs to every user): first into a
             // file of the remote user's own, on ssh's stdin over the shared
-            // connection; the command names only the file (ADR 0026).
+            // connection; the command names only the file (ADR 0027).
             let script = quote::env_script_str(&p.env).map_err(invalid)?;
             // Checked before anything is sent.
             quote::sourced_command_line_str(&p.argv, p.cwd.as_deref(), "/checked", p.clear_env).map_err(invalid)?;

@@ -35,7 +35,7 @@
 //!   stdin, into a 0600 file the remote side makes ([`UPLOAD_ENV`],
 //!   [`env_script`]: one `export NAME='VALUE'` a line); the command then
 //!   names only that file, which its `/bin/sh` sources and removes before
-//!   the program starts ([`sourced_command_line`], ADR 0026). So names must
+//!   the program starts ([`sourced_command_line`], ADR 0027). So names must
 //!   be shell identifiers there (refused otherwise). With `clear_env` the
 //!   start is `exec env -i /bin/sh ...`, a shell with nothing of the
 //!   login's. A program with a leading `-` cannot follow dash's `exec`

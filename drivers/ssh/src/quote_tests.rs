@@ -345,3 +345,22 @@ fn a_missing_directory_fails_the_command_instead_of_running_it_elsewhere() {
         assert!(!flag.exists(), "{shell} ran the command although cd failed");
     }
 }
+
+#[test]
+fn a_missing_directory_fails_a_sourced_command_and_still_removes_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flag = tmp.path().join("ran");
+    let argv = ["/usr/bin/touch".to_owned(), flag.to_string_lossy().into_owned()];
+    for shell in posix_shells() {
+        for clear in [false, true] {
+            let file = tmp.path().join("env-file");
+            std::fs::write(&file, b"export A='1'\n").unwrap();
+            let text =
+                sourced_command_line_str(&argv, Some("/nonexistent/tinybox"), file.to_str().unwrap(), clear).unwrap();
+            let out = run_in(shell, text.as_bytes());
+            assert!(!out.status.success(), "{shell}");
+            assert!(!flag.exists(), "{shell} ran the command although cd failed");
+            assert!(!file.exists(), "{shell} left the environment file");
+        }
+    }
+}
