@@ -9,7 +9,7 @@
 //! Under their own names they would steer that shell and every host
 //! program after it (`PATH`, `LD_PRELOAD`, `DOCKER_HOST`...), so each
 //! travels as `TINYBOX_BOXENV_<n>=NAME=VALUE`, a name no program reads
-//! (docs/adr/0026-values-off-command-lines.md).
+//! (docs/adr/0027-values-off-command-lines.md).
 
 use std::collections::BTreeMap;
 
