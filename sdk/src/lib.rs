@@ -9,6 +9,8 @@
 //! - [`stdio`]: the descriptor-passing data path for a command's streams.
 //! - [`process`]: spawning and cancelling local processes for a driver.
 //! - [`capture`]: helper commands on the host whose output a driver reads.
+//! - [`carried_env`]: a box's environment carried past the host's helpers,
+//!   never on a command line.
 //! - `testing` (feature `testing`): a recording fake [`Host`] for a driver's
 //!   unit tests.
 //!
@@ -16,6 +18,7 @@
 //! decision alone, made from the capabilities a driver declares here.
 
 pub mod capture;
+pub mod carried_env;
 pub mod fence;
 pub mod model;
 pub mod peer;

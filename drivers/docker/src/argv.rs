@@ -178,19 +178,37 @@ pub fn run_once(
     argv: &[String],
     seccomp: Option<&str>,
 ) -> Vec<String> {
-    let mut a: Vec<String> = match seccomp {
-        None => ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into(),
-        Some(profile) => ["sh", "-c", ONCE_SECCOMP_WRAPPER, "sh", profile].map(String::from).into(),
-    };
+    let mut a = client(env, seccomp);
     a.extend(docker(&["run", "--rm", "-i", "--init"]));
     a.extend(box_flags(spec, cwd, SECCOMP_FROM_FD3));
-    for (k, v) in env {
-        a.extend(["--env".into(), format!("{k}={v}")]);
-    }
+    a.extend(env_file(env));
     a.extend(["--entrypoint".into(), "sh".into(), spec.image.into()]);
     a.extend(["-c", EXEC_WRAPPER.as_str(), "sh", marker].map(String::from));
     a.extend(argv.iter().cloned());
     a
+}
+
+/// The client wrapper a docker command runs under: [`CLIENT_WRAPPER`]; with
+/// a seccomp profile, [`ONCE_SECCOMP_WRAPPER`]; with a box environment,
+/// the one that feeds it as an env file (`env_file::wrapper`), its values
+/// carried in the wrapper's environment (`tinybox_sdk::carried_env::vars`,
+/// which the caller puts in `host.run`'s `env`), never in these arguments.
+pub fn client(env: &BTreeMap<String, String>, seccomp: Option<&str>) -> Vec<String> {
+    let mut a: Vec<String> = vec!["sh".into(), "-c".into()];
+    match (env.is_empty(), seccomp) {
+        (true, None) => a.extend([CLIENT_WRAPPER.into(), "sh".into()]),
+        (true, Some(profile)) => a.extend([ONCE_SECCOMP_WRAPPER.into(), "sh".into(), profile.into()]),
+        (false, profile) => {
+            a.extend([crate::env_file::wrapper(profile.is_some()), "sh".into(), env.len().to_string()]);
+            a.extend(profile.map(str::to_owned));
+        }
+    }
+    a
+}
+
+/// `--env-file` for a box with an environment: read from the wrapper's pipe.
+fn env_file(env: &BTreeMap<String, String>) -> Vec<String> {
+    if env.is_empty() { Vec::new() } else { vec!["--env-file".into(), crate::env_file::ENV_FILE.into()] }
 }
 
 /// [`CLIENT_WRAPPER`] for a one-step run of a bound box: `$1` is the
@@ -301,7 +319,7 @@ pub fn exec(
     argv: &[String],
     terminal: bool,
 ) -> Vec<String> {
-    let mut a: Vec<String> = ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into();
+    let mut a = client(env, None);
     // With -t docker makes a terminal in the container and mirrors the
     // client's own (the one its host made for this run): raw mode, and its
     // size on every SIGWINCH the host's resize sends.
@@ -309,9 +327,7 @@ pub fn exec(
     if let Some(dir) = cwd {
         a.extend(["--workdir".into(), dir.into()]);
     }
-    for (k, v) in env {
-        a.extend(["--env".into(), format!("{k}={v}")]);
-    }
+    a.extend(env_file(env));
     a.extend([container, "sh", "-c", EXEC_WRAPPER.as_str(), "sh", marker].map(String::from));
     a.extend(argv.iter().cloned());
     a
@@ -409,3 +425,7 @@ pub fn workdir(cwd: Option<&str>, box_workdir: Option<&str>) -> Option<String> {
 pub fn stopped_by(cancel_stdout: &str) -> i32 {
     if cancel_stdout.trim() == "KILL" { 9 } else { crate::execs::SIGTERM }
 }
+
+#[cfg(test)]
+#[path = "argv_tests.rs"]
+mod tests;

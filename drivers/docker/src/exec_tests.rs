@@ -31,13 +31,19 @@ async fn exec_is_one_docker_exec_with_the_exec_s_own_id_and_streams() {
     assert_eq!(run.exec_id, "x42-7");
     assert_eq!(run.stdio.socket, PathBuf::from(EXEC_SOCKET));
     let a = &run.argv;
-    assert_eq!(&a[..4], ["sh", "-c", r#""$@"; exit $?"#, "sh"], "the client runs under a shell that dies of a cancel");
-    let a = &a[4..];
+    let wrapper = crate::env_file::wrapper(false);
+    assert_eq!(&a[..5], ["sh", "-c", &wrapper, "sh", "2"], "the client runs under a shell that dies of a cancel");
+    assert!(wrapper.ends_with("\nexit $?"), "{wrapper}");
+    let a = &a[5..];
     assert_eq!(&a[..3], ["docker", "exec", "-i"]);
     assert!(has_pair(a, "--workdir", "/workspace/src"));
-    assert!(has_pair(a, "--env", "A=box"));
-    assert!(has_pair(a, "--env", "B=request"), "the request's env wins");
-    assert!(!has_pair(a, "--env", "B=box"));
+    // The values reach docker in an env file on a pipe, never on a command line.
+    assert!(has_pair(a, "--env-file", "/dev/fd/5"));
+    assert!(!run.argv.iter().any(|w| w.contains("A=box") || w.contains("B=request") || w == "--env"), "{:?}", run.argv);
+    let carried: std::collections::BTreeMap<String, String> =
+        [("TINYBOX_BOXENV_0", "A=box"), ("TINYBOX_BOXENV_1", "B=request")].map(|(k, v)| (k.into(), v.into())).into();
+    assert_eq!(run.env, carried, "the request's env wins");
+    assert!(!run.clear_env, "the docker CLI keeps its own settings");
     assert_eq!(a[a.len() - 3..], ["echo", "a b", "$(x)"], "the argv travels as a vector");
     assert!(a.contains(&"/tmp/.tinybox-exec-x42-7.pid".to_string()));
 }

@@ -19,7 +19,7 @@
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::protocol::{BoxState, DriverError, RunParams, SnapshotExecParams};
 
-use crate::argv::{self, CLIENT_WRAPPER};
+use crate::argv;
 use crate::failure::{self, Cause};
 use crate::host::{Capture, Host};
 use crate::sandbox::is_snapshot_name;
@@ -41,7 +41,7 @@ pub fn helper_of(container: &str) -> String {
 /// `docker run --rm -i ...` of `argv` from image `snapshot`, under the
 /// client wrapper (a killed client shows as a signal).
 pub fn run_argv(container: &str, p: &SnapshotExecParams) -> Vec<String> {
-    let mut a: Vec<String> = ["sh", "-c", CLIENT_WRAPPER, "sh"].map(String::from).into();
+    let mut a = argv::client(&p.request.env, None);
     a.extend(argv::docker(&["run", "--rm", "-i", "--name", container]));
     a.extend(["--label".into(), format!("tinybox.box={}", p.box_id)]);
     a.extend(["--label".into(), format!("tinybox.namespace={}", p.namespace)]);
@@ -67,8 +67,8 @@ pub fn run_argv(container: &str, p: &SnapshotExecParams) -> Vec<String> {
     if let Some(dir) = &p.request.cwd {
         a.extend(["--workdir".into(), dir.clone()]);
     }
-    for (k, v) in &p.request.env {
-        a.extend(["--env".into(), format!("{k}={v}")]);
+    if !p.request.env.is_empty() {
+        a.extend(["--env-file".into(), crate::env_file::ENV_FILE.into()]);
     }
     let (program, args) = p.request.argv.split_first().map_or(("", &[][..]), |(p, a)| (p.as_str(), a));
     a.extend(["--entrypoint".into(), program.into(), p.snapshot.to_string()]);
@@ -87,9 +87,13 @@ pub async fn snapshot_exec(host: &dyn Host, p: SnapshotExecParams) -> Result<Exi
     if p.request.argv.first().is_none_or(|a| a.is_empty() || a.starts_with('-')) {
         return Err(DriverError::invalid("a snapshot exec needs a program to run, and was sent none"));
     }
+    if let Some(why) = crate::env_file::refusal(&p.request.env) {
+        return Err(DriverError::invalid(why));
+    }
     let container = container_name(&p.namespace, p.box_id.as_str());
     clear_leftover(host, &container, &p).await?;
-    let params = RunParams::forwarded(&p.exec_id, run_argv(&container, &p), p.stdio.clone(), None);
+    let mut params = RunParams::forwarded(&p.exec_id, run_argv(&container, &p), p.stdio.clone(), None);
+    params.env = tinybox_sdk::carried_env::vars(&p.request.env);
     let status = host.run(params).await;
     // `--rm` removed it unless the client was killed before the command
     // ended (or the run itself failed): then it goes here.

@@ -32,6 +32,7 @@
 mod archive;
 mod argv;
 mod destroy;
+mod env_file;
 mod execs;
 mod failure;
 mod fence;

@@ -48,6 +48,11 @@ impl Docker {
                 c.box_id
             )));
         }
+        let mut env = c.env.clone();
+        env.extend(p.request.env.clone());
+        if let Some(why) = crate::env_file::refusal(&env) {
+            return Err(DriverError::invalid(why));
+        }
         let resolved = self.resolve(host, c).await?;
         let Resolved { container, image, workspace, owner, local_only } = &resolved;
         let spec = RunSpec {
@@ -65,8 +70,6 @@ impl Docker {
         };
         let box_workdir = workspace.as_ref().map(|_| argv::WORKSPACE);
         let cwd = argv::workdir(p.request.cwd.as_deref(), box_workdir);
-        let mut env = c.env.clone();
-        env.extend(p.request.env.clone());
         let marker = argv::marker(&p.exec_id);
         let profile = spec.workspace.map(|_| crate::seccomp::profile().to_string());
         let command = argv::run_once(&spec, cwd.as_deref(), &env, &marker, &p.request.argv, profile.as_deref());
@@ -74,7 +77,8 @@ impl Docker {
             // Cancelled before it started: nothing is made.
             return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
         };
-        let params = RunParams::forwarded(&p.exec_id, command, p.stdio.clone(), None);
+        let mut params = RunParams::forwarded(&p.exec_id, command, p.stdio.clone(), None);
+        params.env = tinybox_sdk::carried_env::vars(&env);
         let status = host.run(params).await;
         // A signal ended the client's shell (core cancelled the forwarded
         // run, or the host went): the container may run on.
@@ -210,7 +214,12 @@ mod tests {
     use crate::sandbox::Config;
 
     const SOCKET: &str = "/run/once.sock";
-    const CLIENT: [&str; 4] = ["sh", "-c", argv::CLIENT_WRAPPER, "sh"];
+
+    /// The box's run: the client under its wrapper, which feeds the box's
+    /// environment (`BOXV`) as an env file.
+    fn is_client(a: &[String]) -> bool {
+        a[0] == "sh" && a.windows(3).any(|w| w == ["docker", "run", "--rm"])
+    }
 
     fn params(network: NetworkPolicy, source: Option<WorkspaceSource>) -> RunOnceParams {
         RunOnceParams {
@@ -257,7 +266,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_docker_run_rm_makes_the_box_runs_the_command_with_the_callers_streams_and_leaves_nothing() {
-        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus::code(0)));
+        let host = FakeHost::new().on(is_client, Reply::exit(ExitStatus::code(0)));
         let status = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap();
         assert_eq!(status, ExitStatus::code(0));
         let calls = host.calls();
@@ -265,7 +274,10 @@ mod tests {
         let run = &calls[0].params;
         assert_eq!(run.stdio.socket, Path::new(SOCKET), "the caller's streams, passed through");
         let a = &run.argv;
-        assert_eq!(a[..9], ["sh", "-c", argv::CLIENT_WRAPPER, "sh", "docker", "run", "--rm", "-i", "--init"]);
+        assert_eq!(a[..5], ["sh", "-c", &crate::env_file::wrapper(false), "sh", "1"]);
+        assert_eq!(a[5..10], ["docker", "run", "--rm", "-i", "--init"]);
+        assert!(!a.iter().any(|w| w.contains("BOXV=box")), "no value on a command line: {a:?}");
+        assert_eq!(run.env, [("TINYBOX_BOXENV_0".to_owned(), "BOXV=box".to_owned())].into());
         for (flag, value) in [
             ("--name", "tinybox-ns1-box-3"),
             ("--label", "tinybox.box=box-3"),
@@ -277,7 +289,7 @@ mod tests {
             ("--memory", "67108864"),
             ("--memory-swap", "67108864"),
             ("--pids-limit", "100"),
-            ("--env", "BOXV=box"),
+            ("--env-file", "/dev/fd/5"),
             ("--entrypoint", "sh"),
         ] {
             assert!(has_pair(a, flag, value), "{flag} {value} missing from {a:?}");
@@ -293,14 +305,14 @@ mod tests {
     async fn a_bound_box_runs_as_the_directorys_owner_with_its_profile_on_fd_3_not_stdin() {
         let host = FakeHost::new()
             .on_prefix(&["stat"], Reply::ok("1001:1002\n"))
-            .on_prefix(&["sh", "-c", argv::ONCE_SECCOMP_WRAPPER], Reply::exit(ExitStatus::code(0)));
+            .on(is_client, Reply::exit(ExitStatus::code(0)));
         let mut p = params(NetworkPolicy::Denied, Some(WorkspaceSource::LocalDir { path: "/home/me/w".into() }));
         p.request.cwd = Some("sub".into());
         docker().run_once(&host, p).await.unwrap();
         let run = host.calls().into_iter().find(|c| c.params.stdio.socket == Path::new(SOCKET)).unwrap().params;
         let a = &run.argv;
-        assert_eq!(a[..4], ["sh", "-c", argv::ONCE_SECCOMP_WRAPPER, "sh"]);
-        assert_eq!(a[4], crate::seccomp::profile().to_string(), "the profile is the wrapper's first argument");
+        assert_eq!(a[..5], ["sh", "-c", &crate::env_file::wrapper(true), "sh", "1"]);
+        assert_eq!(a[5], crate::seccomp::profile().to_string(), "the profile follows the variables' count");
         assert!(has_pair(a, "--security-opt", argv::SECCOMP_FROM_FD3) && has_pair(a, "--user", "1001:1002"), "{a:?}");
         assert!(has_pair(a, "--workdir", "/workspace/sub"), "the command's directory, from the box's: {a:?}");
         assert_eq!(a.iter().filter(|w| *w == "--workdir").count(), 1, "{a:?}");
@@ -326,45 +338,45 @@ mod tests {
     async fn a_status_docker_may_give_itself_is_settled_by_what_is_left() {
         // 125 and no container: the image is named when it is missing...
         let host = FakeHost::new()
-            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on(is_client, Reply::exit(ExitStatus::code(125)))
             .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Error: No such container: x"))
             .on_prefix(&["docker", "image", "inspect"], Reply::fail(1, "Error: No such image: base:1"));
         let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
         assert_eq!((err.code, err.message.as_str()), (ErrorCode::NotFound, "image base:1 is not on the box's host"));
         // ...and is the command's own when it is there.
         let host = FakeHost::new()
-            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on(is_client, Reply::exit(ExitStatus::code(125)))
             .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Error: No such container: x"));
         assert_eq!(docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap(), ExitStatus::code(125));
         // 125 with a container of the name: another store's, left alone.
         let host = FakeHost::new()
-            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(125)))
+            .on(is_client, Reply::exit(ExitStatus::code(125)))
             .on_prefix(&["docker", "container", "inspect"], Reply::ok(r#"{"Status":"running"}"#));
         let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
         assert!(err.message.contains("another store uses namespace ns1"), "{}", err.message);
         assert!(!helpers(&host).iter().any(|a| a[1] == "rm"), "{:?}", host.argvs());
         // 255 with the box's container still there: removed, the end unknown.
         let host = FakeHost::new()
-            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(255)))
+            .on(is_client, Reply::exit(ExitStatus::code(255)))
             .on_prefix(&["docker", "container", "inspect"], Reply::ok(r#"{"Status":"running"}"#));
         let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::Unavailable, "{}", err.message);
         assert_eq!(helpers(&host).last().unwrap(), &argv::remove("tinybox-ns1-box-3"));
         // A daemon that cannot say: the run is unsettled, for `rm`.
         let host = FakeHost::new()
-            .on_prefix(&CLIENT, Reply::exit(ExitStatus::code(1)))
+            .on(is_client, Reply::exit(ExitStatus::code(1)))
             .on_prefix(&["docker", "container", "inspect"], Reply::fail(1, "Cannot connect to the Docker daemon"));
         let err = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::Interrupted, "{}", err.message);
         // Any other status is the command's, with no second call.
-        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus::code(3)));
+        let host = FakeHost::new().on(is_client, Reply::exit(ExitStatus::code(3)));
         assert_eq!(docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap(), ExitStatus::code(3));
         assert_eq!(host.calls().len(), 1);
     }
 
     #[tokio::test]
     async fn a_killed_client_has_its_container_stopped_and_removed_and_reads_as_a_signal() {
-        let host = FakeHost::new().on_prefix(&CLIENT, Reply::exit(ExitStatus { code: None, signal: Some(15) }));
+        let host = FakeHost::new().on(is_client, Reply::exit(ExitStatus { code: None, signal: Some(15) }));
         let status = docker().run_once(&host, params(NetworkPolicy::Denied, None)).await.unwrap();
         assert_eq!(status, ExitStatus { code: None, signal: Some(15) });
         let verbs: Vec<String> = helpers(&host).iter().map(|a| a[1].clone()).collect();

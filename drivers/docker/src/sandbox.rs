@@ -131,6 +131,11 @@ impl Docker {
         p: CreateParams,
         relay: Option<&Path>,
     ) -> Result<CreateResult, DriverError> {
+        // Refused now rather than at every command: the box's environment
+        // is fixed, and an env file cannot carry it.
+        if let Some(why) = crate::env_file::refusal(&p.env) {
+            return Err(DriverError::invalid(why));
+        }
         let resolved = self.resolve(host, &p).await?;
         self.create_resolved(host, p, relay, resolved).await
     }
@@ -356,6 +361,9 @@ impl Docker {
         let handle = Handle::of(&p.target)?;
         let mut env = p.box_env;
         env.extend(p.request.env);
+        if let Some(why) = crate::env_file::refusal(&env) {
+            return Err(DriverError::invalid(why));
+        }
         let cwd = argv::workdir(p.request.cwd.as_deref(), handle.workdir.as_deref());
         let marker = argv::marker(&p.exec_id);
         let command =
@@ -364,7 +372,10 @@ impl Docker {
             // Cancelled before it started: it never does.
             return Ok(ExitStatus { code: None, signal: Some(execs::SIGTERM) });
         };
-        let params = RunParams::forwarded(&p.exec_id, command, p.stdio, p.request.tty);
+        let mut params = RunParams::forwarded(&p.exec_id, command, p.stdio, p.request.tty);
+        // The values reach the client's wrapper in its environment, which
+        // only its user reads, never in its arguments (env_file.rs).
+        params.env = tinybox_sdk::carried_env::vars(&env);
         let (lifeline_end, mut lifeline) = match std::io::pipe() {
             Ok(pair) => pair,
             Err(e) => {

@@ -70,6 +70,12 @@ pub enum Terminal {
 /// The descriptor bwrap reads the seccomp program from (see `sandbox::start_script`).
 pub const SECCOMP_FD: &str = "3";
 
+/// The descriptor bwrap reads the box's environment from, as more of its
+/// own arguments (`--args`): NUL-separated `--setenv NAME VALUE` triples
+/// the start shell prints from the variables carrying them
+/// (`tinybox_sdk::carried_env`, see `sandbox::env_feed`).
+pub const ENV_FD: &str = "5";
+
 /// The arguments after `bwrap`, ending with `--` and the command.
 pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     let mut a: Vec<String> = Vec::with_capacity(64 + argv.len());
@@ -119,9 +125,13 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
         Some(c) => format!("{WORKSPACE}/{c}"),
     };
     push(&["--chdir", &cwd]);
+    // The box's environment is exactly its own: bwrap's is cleared, then
+    // bwrap reads the box's `--setenv NAME VALUE` triples from a pipe the
+    // start shell feeds ([`ENV_FD`]), never from its command line, which
+    // every user of the host can read.
     push(&["--clearenv"]);
-    for (k, v) in layout.env {
-        push(&["--setenv", k, v]);
+    if !layout.env.is_empty() {
+        push(&["--args", ENV_FD]);
     }
     push(&["--"]);
     // The box's own sh checks the program first, then becomes it: a
@@ -131,7 +141,7 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
         Terminal::None => command.extend([checked_exec(), "sh".to_owned()]),
         Terminal::Unowned => command.extend([checked_setsid(), "sh".to_owned()]),
         Terminal::HostSession => {
-            command.extend([checked_script(), "sh".to_owned(), script_command(argv, layout.env.get("SHELL"))]);
+            command.extend([checked_script(), "sh".to_owned(), script_command(argv)]);
         }
     }
     command.extend(argv.iter().cloned());
@@ -170,24 +180,33 @@ pub const SCRIPT: &str = "/usr/bin/script";
 /// turns into SIGINT for its foreground group), passes on each window
 /// change, and with `-e` ends with the command's status (128 + N for a
 /// signal N). `-q`: no banner; the typescript goes to /dev/null. SHELL is
-/// /bin/sh for `script` alone: the line is quoted for a POSIX shell.
+/// /bin/sh for `script` alone: the line is quoted for a POSIX shell. The
+/// box's own SHELL travels to the line in [`SAVED_SHELL`] (`+VALUE`, or
+/// `-` when it had none), never in the line, which is on command lines.
 pub fn checked_script() -> String {
     format!(
         r#"line=$1; shift
 [ -x {SCRIPT} ] || {{ echo "tinybox: a terminal in a namespace box on this host needs util-linux's script at {SCRIPT} (Debian: bsdutils)" >&2; exit 125; }}
 {}
+if [ -n "${{SHELL+x}}" ]; then {SAVED_SHELL}=+$SHELL; else {SAVED_SHELL}=-; fi
+export {SAVED_SHELL}
 SHELL=/bin/sh exec {SCRIPT} -q -e -c "$line" /dev/null"#,
         tinybox_sdk::process::PROGRAM_CHECK
     )
 }
 
-/// The line `script`'s /bin/sh runs: the box's own SHELL put back (or
-/// unset, as it was), then the command, each word quoted for that shell.
-pub fn script_command(argv: &[String], shell: Option<&String>) -> String {
-    let restore = match shell {
-        Some(value) => format!("SHELL={}; export SHELL", shell_word(value)),
-        None => "unset SHELL".to_owned(),
-    };
+/// Where [`checked_script`] keeps the box's SHELL for the line `script`
+/// runs, which puts it back. A box variable of this very name does not
+/// survive a terminal run on a remote host.
+pub const SAVED_SHELL: &str = "TINYBOX_BOX_SHELL";
+
+/// The line `script`'s /bin/sh runs: the box's own SHELL put back from
+/// [`SAVED_SHELL`] (or unset, as it was), then the command, each word
+/// quoted for that shell. It names no value of the box's environment.
+pub fn script_command(argv: &[String]) -> String {
+    let restore = format!(
+        "case ${{{SAVED_SHELL}-}} in +*) SHELL=${{{SAVED_SHELL}#+}}; export SHELL;; *) unset SHELL;; esac; unset {SAVED_SHELL}"
+    );
     let words: Vec<String> = argv.iter().map(|w| shell_word(w)).collect();
     format!("{restore}; exec {}", words.join(" "))
 }
@@ -279,7 +298,7 @@ mod tests {
         assert_eq!(hosted[..sep].iter().collect::<Vec<_>>(), without, "only --new-session goes");
         assert_eq!(
             &hosted[sep + 1..],
-            ["/bin/sh", "-c", &checked_script(), "sh", "unset SHELL; exec sh", "sh"],
+            ["/bin/sh", "-c", &checked_script(), "sh", &script_command(&["sh".to_owned()]), "sh"],
             "the command runs under script, checked first"
         );
     }
@@ -287,21 +306,48 @@ mod tests {
     #[test]
     fn the_line_script_runs_is_the_command_quoted_with_the_boxs_own_shell_put_back() {
         let argv: Vec<String> = ["printf", "%s|", "a b", "it's", "$(x)", "", "`y`"].map(String::from).to_vec();
-        let line = script_command(&argv, None);
-        assert_eq!(line, r#"unset SHELL; exec printf '%s|' 'a b' 'it'\''s' '$(x)' '' '`y`'"#);
+        let line = script_command(&argv);
+        assert!(line.ends_with(r#"; exec printf '%s|' 'a b' 'it'\''s' '$(x)' '' '`y`'"#), "{line}");
         // The shell script runs reads back exactly the words given.
         let out = std::process::Command::new("/bin/sh").args(["-c", &line]).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|it's|$(x)||`y`|");
-        let shell = "/bin/my shell".to_owned();
-        let line = script_command(&["sh".to_owned(), "-c".to_owned(), "echo $SHELL".to_owned()], Some(&shell));
-        let out = std::process::Command::new("/bin/sh").args(["-c", &line]).env("SHELL", "/bin/sh").output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "/bin/my shell\n", "the box's SHELL, not script's");
+    }
+
+    /// Runs [`checked_script`] for real with a stand-in for `script` that
+    /// runs `$SHELL -c LINE` as script does, in environment `env` alone.
+    fn through_checked_script(env: &[(&str, &str)], argv: &[&str]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("script");
+        std::fs::write(&fake, "#!/bin/sh\n[ \"$SHELL\" = /bin/sh ] || exit 99\nexec \"$SHELL\" -c \"$4\"\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let start = checked_script().replace(SCRIPT, fake.to_str().unwrap());
+        let argv: Vec<String> = argv.iter().map(|w| w.to_string()).collect();
         let out = std::process::Command::new("/bin/sh")
-            .args(["-c", &script_command(&["sh".to_owned(), "-c".to_owned(), "echo ${SHELL-unset}".to_owned()], None)])
-            .env("SHELL", "/bin/sh")
+            .env_clear()
+            .envs(env.iter().copied())
+            .env("PATH", "/usr/bin:/bin")
+            .args(["-c", &start, "sh", &script_command(&argv)])
+            .args(&argv)
             .output()
             .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "unset\n");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    #[test]
+    fn a_terminal_run_on_a_remote_host_keeps_the_boxs_shell_and_no_value_on_a_command_line() {
+        let secret = "/bin/my shell 'with' $(quotes)";
+        let line = script_command(&["sh".to_owned(), "-c".to_owned(), "echo \"$SHELL\"".to_owned()]);
+        assert!(!line.contains("my shell"), "{line}");
+        let seen = through_checked_script(
+            &[("SHELL", secret)],
+            &["sh", "-c", "printf '%s|' \"$SHELL\" \"${TINYBOX_BOX_SHELL-gone}\""],
+        );
+        assert_eq!(seen, format!("{secret}|gone|"), "the box's SHELL, not script's, and no helper left");
+        let seen = through_checked_script(&[], &["sh", "-c", "echo ${SHELL-unset}"]);
+        assert_eq!(seen, "unset\n");
+        let seen = through_checked_script(&[("SHELL", "")], &["sh", "-c", "echo \"[${SHELL-unset}]\""]);
+        assert_eq!(seen, "[]\n", "an empty SHELL stays set and empty");
     }
 
     #[test]
@@ -339,14 +385,48 @@ mod tests {
     }
 
     #[test]
-    fn env_is_exactly_the_one_given_and_cwd_resolves_under_the_workspace() {
+    fn the_environment_is_read_from_its_descriptor_and_cwd_resolves_under_the_workspace() {
         let env: BTreeMap<String, String> = [("A".to_string(), "1 2".to_string())].into();
         let a = build(&env, Some("sub/dir"));
-        assert!(has_seq(&a, &["--setenv", "A", "1 2"]));
-        assert_eq!(a.iter().filter(|x| *x == "--setenv").count(), 1);
+        assert!(has_seq(&a, &["--clearenv", "--args", ENV_FD]), "{a:?}");
+        assert!(!a.iter().any(|x| x == "--setenv"), "{a:?}");
+        let none = build(&BTreeMap::new(), None);
+        assert!(!none.iter().any(|x| x == "--args"), "no box environment, nothing to read: {none:?}");
+        assert!(has_seq(&none, &["--clearenv"]));
         assert!(has_seq(&a, &["--chdir", "/workspace/sub/dir"]));
         let a = build(&env, Some("/tmp"));
         assert!(has_seq(&a, &["--chdir", "/tmp"]));
+    }
+
+    #[test]
+    fn no_value_of_the_boxs_environment_is_on_bwraps_command_line_whatever_the_box() {
+        let env: BTreeMap<String, String> = [
+            ("SECRET".to_owned(), "hunter2-value".to_owned()),
+            ("SHELL".to_owned(), "/bin/shell-value".to_owned()),
+            ("odd name-1".to_owned(), "second value\nwith a newline".to_owned()),
+        ]
+        .into();
+        let egress = tinybox_sdk::protocol::EgressEndpoint {
+            socket: "/s/proxy.sock".into(),
+            relay: "/opt/tinybox-egress".into(),
+            port: 3128,
+        };
+        for terminal in [Terminal::None, Terminal::Unowned, Terminal::HostSession] {
+            for allowlist in [None, Some(&egress)] {
+                let layout = Layout { terminal, egress: allowlist, share_net: allowlist.is_none(), ..plain(&env) };
+                let a = args(&layout, &["sh".to_owned()]);
+                for value in env.values() {
+                    assert!(!a.iter().any(|x| x.contains(value.as_str())), "{value:?} on {terminal:?}: {a:?}");
+                }
+                assert!(has_seq(&a, &["--clearenv", "--args", ENV_FD]), "{a:?}");
+            }
+        }
+        // What the start shell gets instead: variables no host program reads.
+        let vars = tinybox_sdk::carried_env::vars(&env);
+        assert_eq!(vars.len(), 3);
+        assert_eq!(vars["TINYBOX_BOXENV_0"], "SECRET=hunter2-value");
+        assert_eq!(vars["TINYBOX_BOXENV_1"], "SHELL=/bin/shell-value");
+        assert_eq!(vars["TINYBOX_BOXENV_2"], "odd name-1=second value\nwith a newline");
     }
 
     #[test]

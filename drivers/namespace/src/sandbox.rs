@@ -37,14 +37,42 @@ exec 4<&0
 printf "$1" | { exec 3<&0 0<&4 4<&-; shift; exec "$@"; }
 "#;
 
+/// Hands the box's environment to bwrap on descriptor 5 (`bwrap::ENV_FD`,
+/// read by `bwrap --args 5`) and then runs [`SECCOMP`] with the rest. `$1`
+/// is how many variables carry it (`tinybox_sdk::carried_env`); each is
+/// printed as the NUL-separated `--setenv NAME VALUE` bwrap reads, by a
+/// forked shell feeding a pipe, and unset before anything else starts, so
+/// the values are on no command line and in the environment of no host
+/// program (docs/adr/0027-values-off-command-lines.md). A box with no
+/// environment forks nothing more than before.
+pub fn env_feed() -> String {
+    use tinybox_sdk::carried_env::{each, unset_all};
+    let print = each(r#"printf '%s\0%s\0%s\0' --setenv "${kv%%=*}" "${kv#*=}""#);
+    format!(
+        r#"seccomp() {{
+{SECCOMP}}}
+n=$1; shift
+[ "$n" -gt 0 ] || {{ seccomp "$@"; exit $?; }}
+exec 6<&0
+{print} | {{
+    exec 5<&0 0<&6 6<&-
+    {}
+    seccomp "$@"
+}}
+"#,
+        unset_all()
+    )
+}
+
 /// The one shell every command of a box starts in, as the caller: it
 /// enters the box's cgroups (`cgroup::ENTER`; none for a box without
-/// limits), then hands the seccomp program to the rest ([`SECCOMP`]):
-/// setpriv, netwrap.sh and bwrap, each only where the box needs it, pass
-/// descriptor 3 on to bwrap. One shell, not one per step: each is a
+/// limits), puts the box's environment on descriptor 5 ([`env_feed`]),
+/// then hands the seccomp program to the rest ([`SECCOMP`]): setpriv,
+/// netwrap.sh and bwrap, each only where the box needs it, pass
+/// descriptors 3 and 5 on to bwrap. One shell, not one per step: each is a
 /// process start on every exec (docs/benchmarks.md, "Namespace sandbox").
 pub fn start_script() -> String {
-    format!("{}{SECCOMP}", cgroup::ENTER)
+    format!("{}{}", cgroup::ENTER, env_feed())
 }
 
 /// What core stores for a box and hands back on every call.
@@ -414,7 +442,13 @@ async fn remove_cgroups(host: &dyn Host, cgroups: &[String]) -> Result<(), Drive
 /// shell that enters the box's cgroups (as the caller, who may write them)
 /// and opens the seccomp program on descriptor 3, then become the
 /// workspace's owner, make the egress namespace, bwrap.
-fn command(handle: &Handle, arch: seccomp::Arch, program: Option<&Path>, bwrap_args: Vec<String>) -> Vec<String> {
+fn command(
+    handle: &Handle,
+    arch: seccomp::Arch,
+    program: Option<&Path>,
+    env_count: usize,
+    bwrap_args: Vec<String>,
+) -> Vec<String> {
     let mut v = vec!["bwrap".to_owned()];
     v.extend(bwrap_args);
     if handle.egress {
@@ -440,6 +474,7 @@ fn command(handle: &Handle, arch: seccomp::Arch, program: Option<&Path>, bwrap_a
     outer.push(cgroup::member_file(handle.cgroup_v2).to_owned());
     outer.push(handle.cgroups.len().to_string());
     outer.extend(handle.cgroups.iter().cloned());
+    outer.push(env_count.to_string());
     match program {
         Some(file) => outer.extend(["file".to_owned(), file.display().to_string()]),
         None => outer.extend(["pipe".to_owned(), seccomp::printf_format(&seccomp::bytes(arch))]),
@@ -497,11 +532,15 @@ pub async fn exec(
         egress,
     };
     let program = programs.and_then(|dir| seccomp::program_file(dir, arch));
-    let argv = command(&handle, arch, program.as_deref(), bwrap::args(&layout, &p.request.argv));
+    let argv = command(&handle, arch, program.as_deref(), env.len(), bwrap::args(&layout, &p.request.argv));
+    // The values travel in the start shell's environment, which only its
+    // user can read, under names no host program reads (tinybox_sdk::carried_env).
+    let mut run_env = host_env();
+    run_env.extend(tinybox_sdk::carried_env::vars(&env));
     host.run(RunParams {
         exec_id: p.exec_id,
         argv,
-        env: host_env(),
+        env: run_env,
         clear_env: true,
         cwd: None,
         stdio: p.stdio,

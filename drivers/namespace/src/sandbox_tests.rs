@@ -81,6 +81,15 @@ fn path_only() -> BTreeMap<String, String> {
     [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())].into()
 }
 
+/// What the start shell of an `exec_params` command runs with: the PATH,
+/// and the box's environment under names no host program reads.
+fn exec_env() -> BTreeMap<String, String> {
+    let mut env = path_only();
+    env.insert("TINYBOX_BOXENV_0".into(), "A=box".into());
+    env.insert("TINYBOX_BOXENV_1".into(), "B=request".into());
+    env
+}
+
 /// Everything bwrap gets for `exec_params` on a box over WS, from the first
 /// namespace flag to the command: the boundary, written out in full.
 fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
@@ -141,12 +150,8 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
         "--chdir",
         chdir,
         "--clearenv",
-        "--setenv",
-        "A",
-        "box",
-        "--setenv",
-        "B",
-        "request",
+        "--args",
+        "5",
         "--",
         "/bin/sh",
         "-c",
@@ -159,13 +164,14 @@ fn boundary(unshare_net: bool, chdir: &str) -> Vec<String> {
     a
 }
 
-/// The one shell every command starts in: it enters `cgroups`, then feeds
-/// the seccomp program on fd 3 to what follows.
+/// The one shell every command starts in: it enters `cgroups`, feeds
+/// `exec_params`' two variables on fd 5, then the seccomp program on fd 3
+/// to what follows.
 fn start(cgroups: &[String]) -> Vec<String> {
     let program = crate::seccomp::printf_format(&crate::seccomp::bytes(crate::seccomp::Arch::X86_64));
     let mut v = words(&["sh", "-c", &start_script(), "tinybox-start", "tasks", &cgroups.len().to_string()]);
     v.extend(cgroups.iter().cloned());
-    v.extend(["pipe".to_owned(), program]);
+    v.extend(["2".to_owned(), "pipe".to_owned(), program]);
     v
 }
 
@@ -256,10 +262,11 @@ async fn exec_with_the_network_denied_is_one_bwrap_with_exactly_this_boundary() 
     let mut expected = seccomp_feeder();
     expected.extend(boundary(true, "/workspace/src"));
     assert_eq!(run.argv, expected);
-    // bwrap itself runs with nothing of the caller's environment but a PATH,
-    // so no token is readable through the box's /proc/1/environ.
+    // bwrap itself runs with nothing of the caller's environment but a PATH
+    // (and the box's own, to hand on), so no token is readable through the
+    // box's /proc/1/environ.
     assert!(run.clear_env);
-    assert_eq!(run.env, path_only());
+    assert_eq!(run.env, exec_env());
     assert_eq!(run.cwd, None);
     assert_eq!(run.exec_id, "x42-7", "core cancels the forwarded run by the exec's id");
     assert_eq!(run.stdio.socket, PathBuf::from(EXEC_SOCKET), "the caller's own streams");
@@ -285,7 +292,7 @@ async fn exec_with_egress_runs_bwrap_through_netwrap_in_the_namespace_it_made() 
         "the fence's capability stays out of the box"
     );
     assert!(run.clear_env);
-    assert_eq!(run.env, path_only());
+    assert_eq!(run.env, exec_env());
 
     // The exceptions a create was given come back from the record, checked again.
     let mut fenced = handle(WS, false, true);
@@ -321,22 +328,18 @@ async fn the_box_sees_its_env_and_the_command_s_and_nothing_else() {
     p.box_env.insert("SECRET_ONLY_ON_THE_BOX".into(), "s3cret=1".into());
     p.request.env.insert("EMPTY".into(), String::new());
     exec(&host, p).await.unwrap();
-    let argv = host.argvs().remove(0);
-    let clear = argv.iter().position(|a| a == "--clearenv").expect("--clearenv");
-    let setenvs: Vec<&[String]> = argv.windows(3).filter(|w| w[0] == "--setenv").collect();
-    assert_eq!(
-        setenvs,
-        [
-            words(&["--setenv", "A", "box"]),
-            words(&["--setenv", "B", "request"]),
-            words(&["--setenv", "EMPTY", ""]),
-            words(&["--setenv", "SECRET_ONLY_ON_THE_BOX", "s3cret=1"]),
-        ]
-    );
-    let first_setenv = argv.iter().position(|a| a == "--setenv").unwrap();
-    assert!(clear < first_setenv, "cleared first, then rebuilt");
-    let sep = argv.iter().position(|a| a == "--").unwrap();
-    assert!(argv[..sep].iter().rposition(|a| a == "--setenv").unwrap() < sep);
+    let run = host.calls().remove(0).params;
+    let clear = run.argv.iter().position(|a| a == "--clearenv").expect("--clearenv");
+    assert_eq!(run.argv[clear..clear + 3], words(&["--clearenv", "--args", "5"]), "cleared, then rebuilt from fd 5");
+    assert!(!run.argv.iter().any(|a| a.contains("s3cret") || a == "--setenv"), "no value on the command line");
+    let mut expected = path_only();
+    for (i, kv) in ["A=box", "B=request", "EMPTY=", "SECRET_ONLY_ON_THE_BOX=s3cret=1"].into_iter().enumerate() {
+        expected.insert(format!("TINYBOX_BOXENV_{i}"), kv.to_owned());
+    }
+    assert_eq!(run.env, expected);
+    assert!(run.clear_env, "nothing of the caller's");
+    let sh = run.argv.iter().position(|a| a == "tinybox-start").unwrap();
+    assert_eq!(run.argv[sh + 3], "4", "the start shell feeds four variables");
 }
 
 #[tokio::test]
@@ -600,7 +603,7 @@ async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_
     let argv = host.argvs().remove(0);
     let program = crate::seccomp::bytes(crate::seccomp::Arch::X86_64);
     let file = crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64).unwrap();
-    assert_eq!(argv[4..9], words(&["tasks", "0", "file", file.to_str().unwrap(), "bwrap"]));
+    assert_eq!(argv[4..10], words(&["tasks", "0", "2", "file", file.to_str().unwrap(), "bwrap"]));
     assert_eq!(std::fs::read(&file).unwrap(), program);
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
@@ -612,7 +615,7 @@ async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_
     let host = FakeHost::new();
     let missing = state.path().join("no-such-dir");
     super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing), false).await.unwrap();
-    assert_eq!(host.argvs().remove(0)[6], "pipe");
+    assert_eq!(host.argvs().remove(0)[7], "pipe");
 }
 
 /// A terminal run: on this machine the host leaves the terminal unowned and

@@ -106,6 +106,31 @@ impl SshHost {
         }
     }
 
+    /// Writes a command's environment file on the remote side (its bytes on
+    /// ssh's stdin, [`quote::UPLOAD_ENV`]) and returns the file's path.
+    async fn upload_env(
+        &self,
+        inner: &dyn Host,
+        cfg: &SshConfig,
+        multiplex: bool,
+        script: &[u8],
+    ) -> Result<String, DriverError> {
+        let out = capture(inner, cfg.argv_with(quote::UPLOAD_ENV, multiplex, false), BTreeMap::new(), script).await?;
+        if out.status.code == Some(SSH_FAILED) {
+            return Err(Self::unreachable(cfg, &out));
+        }
+        let path = out.stdout_text().trim_end_matches('\n').to_owned();
+        if !out.success() || path.is_empty() || path.contains('\n') {
+            return Err(DriverError::failed(format!(
+                "ssh host {}: cannot write the command's environment to a file of the remote user's ({}): {}; the remote side needs mktemp and a writable $TMPDIR or /tmp",
+                cfg.label(),
+                out.status,
+                out.stderr_text().trim()
+            )));
+        }
+        Ok(path)
+    }
+
     fn was_cancelled(&self, exec_id: &str) -> bool {
         self.cancelled.lock().expect("cancelled runs").contains(exec_id)
     }
@@ -134,15 +159,28 @@ impl SshHost {
                 cfg.label()
             )));
         }
-        let (remote, plain) = quote::command_line_str(&p.argv, p.cwd.as_deref(), &p.env, p.clear_env)
-            .map_err(|e| DriverError::invalid(e.to_string()))?;
-        if !plain {
-            self.ensure_posix(inner, &cfg).await?;
-        }
-        // The remote environment is inside the command string; ssh itself
-        // runs with the inner host's own.
-        let p_exec_id = p.exec_id.clone();
+        let invalid = |e: quote::QuoteError| DriverError::invalid(e.to_string());
         let multiplex = self.multiplex(inner, &cfg).await;
+        let remote = if p.env.is_empty() {
+            let (remote, plain) = quote::command_line_str(&p.argv, p.cwd.as_deref(), p.clear_env).map_err(invalid)?;
+            if !plain {
+                self.ensure_posix(inner, &cfg).await?;
+            }
+            remote
+        } else {
+            // The values never go in a command line (this machine's `ssh`
+            // and the remote shell show theirs to every user): first into a
+            // file of the remote user's own, on ssh's stdin over the shared
+            // connection; the command names only the file (ADR 0027).
+            let script = quote::env_script_str(&p.env).map_err(invalid)?;
+            // Checked before anything is sent.
+            quote::sourced_command_line_str(&p.argv, p.cwd.as_deref(), "/checked", p.clear_env).map_err(invalid)?;
+            self.ensure_posix(inner, &cfg).await?;
+            let file = self.upload_env(inner, &cfg, multiplex, &script).await?;
+            quote::sourced_command_line_str(&p.argv, p.cwd.as_deref(), &file, p.clear_env).map_err(invalid)?
+        };
+        // ssh itself runs with the inner host's own environment.
+        let p_exec_id = p.exec_id.clone();
         let status = inner
             .run(RunParams {
                 exec_id: p.exec_id,

@@ -1,6 +1,6 @@
 //! What the ssh host sends to its inner host, against the sdk's recording
 //! fake: the ssh options every call carries, the remote command composed
-//! from a run's argv, env and cwd, the shell probe and the shared
+//! from a run's argv and cwd, its environment sent first into a remote file, the shell probe and the shared
 //! connection's setup, and how a 255 from ssh is settled. quote.rs pins the
 //! quoting itself (quote_tests.rs); these pin what is built around it.
 
@@ -94,35 +94,64 @@ async fn a_plain_command_is_one_ssh_with_the_caller_s_streams_and_no_probe() {
     assert!(sent.env.is_empty() && !sent.clear_env && sent.cwd.is_none(), "ssh runs with the inner host's own env");
 }
 
+fn is_upload(argv: &[String]) -> bool {
+    argv.first().is_some_and(|p| p == "ssh") && remote(argv) == quote::UPLOAD_ENV
+}
+
 #[tokio::test]
-async fn env_and_cwd_travel_inside_the_remote_command_after_one_probe_of_the_login_shell() {
-    let host = FakeHost::new().on(is_probe, Reply::ok(POSIX_PROBE_OUTPUT));
+async fn env_goes_in_a_remote_file_first_and_the_command_names_only_the_file() {
+    let host = FakeHost::new()
+        .on(is_probe, Reply::ok(POSIX_PROBE_OUTPUT))
+        .on(is_upload, Reply::ok("/tmp/tinybox-env.Ab12Cd34\n"));
     let ssh = SshHost::new();
     let mut p = run_params(&["printf", "%s\n", "it's $HOME"]);
-    p.env = [("K".to_owned(), "v w".to_owned())].into();
+    p.env = [("K".to_owned(), "secret v w".to_owned())].into();
     p.cwd = Some("src dir".into());
     p.clear_env = true;
     ssh.run_configured(&host, &unshared(), p.clone()).await.unwrap();
     ssh.run_configured(&host, &unshared(), p.clone()).await.unwrap();
 
-    let sent = ssh_calls(&host);
-    assert_eq!(sent.len(), 3, "the probe once, then both runs: {sent:?}");
-    assert!(is_probe(&sent[0]));
-    let expected = r#"cd './src dir' && exec env -i -- 'K=v w' 'printf' '%s
-' 'it'\''s $HOME'"#;
-    for run in &sent[1..] {
-        assert_eq!(remote(run), expected);
-        assert_eq!(run[run.len() - 3..run.len() - 1], ["--", "builder"], "the remote command follows the destination");
+    let calls = host.calls();
+    let sent: Vec<_> = calls.iter().filter(|c| c.argv()[0] == "ssh").collect();
+    assert_eq!(sent.len(), 5, "the probe once, then an upload and a run each: {:?}", host.argvs());
+    assert!(is_probe(sent[0].argv()));
+    let expected =
+        quote::sourced_command_line_str(&p.argv, p.cwd.as_deref(), "/tmp/tinybox-env.Ab12Cd34", true).unwrap();
+    for pair in sent[1..].chunks(2) {
+        let (upload, run) = (pair[0], pair[1]);
+        assert!(is_upload(upload.argv()), "{:?}", upload.argv());
+        assert_eq!(upload.stdin.as_deref(), Some(&b"export K='secret v w'\n"[..]), "the values go on ssh's stdin");
+        assert_eq!(remote(run.argv()), expected);
+        assert_eq!(run.params.stdio.socket, PathBuf::from(EXEC_SOCKET), "the run has the caller's streams");
+        let ends = &run.argv()[run.argv().len() - 3..run.argv().len() - 1];
+        assert_eq!(ends, ["--", "builder"], "the remote command follows the destination");
     }
-    // The composition is quote.rs's, untouched.
-    let (quoted, plain) = quote::command_line_str(&p.argv, p.cwd.as_deref(), &p.env, p.clear_env).unwrap();
-    assert_eq!((quoted.as_str(), plain), (expected, false));
-    let runs: Vec<_> = host.calls().into_iter().filter(|c| !is_probe(c.argv())).collect();
-    assert_eq!(runs.len(), 2);
-    for run in runs {
+    for call in &calls {
+        assert!(!call.argv().iter().any(|w| w.contains("secret")), "no value on a command line: {:?}", call.argv());
         // ssh itself runs with the inner host's own environment, wherever it is.
-        assert!(run.params.env.is_empty() && !run.params.clear_env && run.params.cwd.is_none(), "{run:?}");
+        assert!(call.params.env.is_empty() && call.params.cwd.is_none(), "{call:?}");
     }
+}
+
+#[tokio::test]
+async fn an_environment_that_cannot_be_set_or_written_is_refused_with_the_reason() {
+    let ssh = SshHost::new();
+    let host = FakeHost::new().on(is_probe, Reply::ok(POSIX_PROBE_OUTPUT));
+    let mut p = run_params(&["true"]);
+    p.env = [("A-B".to_owned(), "v".to_owned())].into();
+    let err = ssh.run_configured(&host, &unshared(), p).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("shell names"), "{err}");
+    assert!(host.calls().is_empty(), "refused before anything is sent");
+
+    let host = FakeHost::new()
+        .on(is_probe, Reply::ok(POSIX_PROBE_OUTPUT))
+        .on(is_upload, Reply::fail(1, "mktemp: failed to create file via template\n"));
+    let mut p = run_params(&["true"]);
+    p.env = [("A".to_owned(), "v".to_owned())].into();
+    let err = ssh.run_configured(&host, &unshared(), p).await.unwrap_err();
+    assert!(err.message.contains("cannot write the command's environment") && err.message.contains("mktemp"), "{err}");
+    assert!(!host.argvs().iter().any(|a| a.iter().any(|w| w == "exec true")), "the command never ran");
 }
 
 #[tokio::test]

@@ -11,8 +11,7 @@ use proptest::prelude::*;
 use super::*;
 
 fn line(argv: &[&str]) -> String {
-    let env = BTreeMap::new();
-    String::from_utf8(command_line(argv, None, &env, false).unwrap().text).unwrap()
+    String::from_utf8(command_line(argv, None, false).unwrap().text).unwrap()
 }
 
 fn env_of(pairs: &[(&str, &str)]) -> BTreeMap<Vec<u8>, Vec<u8>> {
@@ -27,7 +26,7 @@ fn plain_words_are_sent_as_they_are() {
     );
     assert_eq!(line(&["true"]), "exec true");
     assert_eq!(line(&["ls", "-la", "/tmp"]), "exec ls -la /tmp");
-    let cmd = command_line(&["true"], None, &BTreeMap::new(), false).unwrap();
+    let cmd = command_line(&["true"], None, false).unwrap();
     assert!(cmd.plain);
 }
 
@@ -65,64 +64,128 @@ fn words_outside_the_plain_set_are_not_plain() {
         assert!(is_plain_word(w.as_bytes()), "{w:?}");
     }
     // A program starting with '-' is never plain: it would read as an option to exec.
-    let cmd = command_line(&["-x"], None, &BTreeMap::new(), false);
+    let cmd = command_line(&["-x"], None, false);
     assert!(matches!(cmd, Err(QuoteError::AmbiguousProgram { .. })), "{cmd:?}");
 }
 
 #[test]
 fn cwd_is_cd_and_then_never_semicolon() {
-    let env = BTreeMap::new();
-    let abs = command_line(&["make"], Some(b"/src/my dir".as_slice()), &env, false).unwrap();
+    let abs = command_line(&["make"], Some(b"/src/my dir".as_slice()), false).unwrap();
     assert_eq!(String::from_utf8(abs.text).unwrap(), "cd '/src/my dir' && exec 'make'");
     assert!(!abs.plain);
-    let rel = command_line(&["make"], Some(b"-weird".as_slice()), &env, false).unwrap();
+    let rel = command_line(&["make"], Some(b"-weird".as_slice()), false).unwrap();
     assert_eq!(String::from_utf8(rel.text).unwrap(), "cd './-weird' && exec 'make'");
-    let plain_dir = command_line(&["make"], Some(b"src".as_slice()), &env, false).unwrap();
+    let plain_dir = command_line(&["make"], Some(b"src".as_slice()), false).unwrap();
     assert_eq!(String::from_utf8(plain_dir.text).unwrap(), "cd './src' && exec 'make'");
-    assert_eq!(command_line(&["make"], Some(b"".as_slice()), &env, false), Err(QuoteError::EmptyCwd));
-    assert_eq!(command_line(&["make"], Some(b"a\0b".as_slice()), &env, false), Err(QuoteError::NulInCwd));
+    assert_eq!(command_line(&["make"], Some(b"".as_slice()), false), Err(QuoteError::EmptyCwd));
+    assert_eq!(command_line(&["make"], Some(b"a\0b".as_slice()), false), Err(QuoteError::NulInCwd));
 }
 
 #[test]
-fn environment_goes_through_env_quoted_whole() {
-    let env = env_of(&[("A-B", "x y"), ("PATH", "/bin"), ("Q", "it's")]);
-    let cmd = command_line(&["prog", "arg"], None, &env, false).unwrap();
-    assert_eq!(String::from_utf8(cmd.text).unwrap(), r"exec env -- 'A-B=x y' 'PATH=/bin' 'Q=it'\''s' 'prog' 'arg'");
-    let cleared = command_line(&["prog"], Some(b"/w".as_slice()), &env_of(&[("PATH", "/bin")]), true).unwrap();
-    assert_eq!(String::from_utf8(cleared.text).unwrap(), "cd '/w' && exec env -i -- 'PATH=/bin' 'prog'");
-    let cleared_empty = command_line(&["prog"], None, &BTreeMap::new(), true).unwrap();
+fn the_environment_goes_in_a_file_and_the_command_line_names_only_the_file() {
+    let env = env_of(&[("PATH", "/bin"), ("Q", "it's $(x)\nnext"), ("TOKEN", "hunter2")]);
+    let script = env_script(&env).unwrap();
+    assert_eq!(
+        String::from_utf8(script).unwrap(),
+        "export PATH='/bin'\nexport Q='it'\\''s $(x)\nnext'\nexport TOKEN='hunter2'\n"
+    );
+    let file = b"/tmp/tinybox-env.Ab12Cd34";
+    let cmd = sourced_command_line(&["prog", "arg"], Some(b"w d".as_slice()), file, false).unwrap();
+    let text = String::from_utf8(cmd.text).unwrap();
+    assert!(text.starts_with("exec /bin/sh -c '"), "{text}");
+    assert!(text.ends_with(" sh '/tmp/tinybox-env.Ab12Cd34' './w d' 'prog' 'arg'"), "{text}");
+    for value in ["hunter2", "it's", "next"] {
+        assert!(!text.contains(value), "{value} in {text}");
+    }
+    let cleared = String::from_utf8(sourced_command_line(&["prog"], None, file, true).unwrap().text).unwrap();
+    assert!(cleared.starts_with("exec env -i /bin/sh -c '"), "{cleared}");
+    assert!(cleared.ends_with(" sh '/tmp/tinybox-env.Ab12Cd34' '.' 'prog'"), "{cleared}");
+    let cleared_empty = command_line(&["prog"], None, true).unwrap();
     assert_eq!(String::from_utf8(cleared_empty.text).unwrap(), "exec env -i -- 'prog'");
 }
 
 #[test]
+fn an_upload_then_its_command_runs_with_exactly_the_environment_and_leaves_no_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let env = env_of(&[("A_1", "x 'y' $(z) `w` \\ \n\t end"), ("EMPTY", ""), ("PATH", "/usr/bin:/bin")]);
+    let input = tmp.path().join("upload-input");
+    std::fs::write(&input, env_script(&env).unwrap()).unwrap();
+    for shell in posix_shells() {
+        // What the remote side makes of the upload: a 0600 file of the bytes.
+        let out = Command::new(shell)
+            .arg("-c")
+            .arg(UPLOAD_ENV)
+            .env("TMPDIR", tmp.path())
+            .stdin(std::fs::File::open(&input).unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let file = String::from_utf8(out.stdout).unwrap().trim_end().to_owned();
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600, "{shell}");
+        assert_eq!(std::fs::read(&file).unwrap(), std::fs::read(&input).unwrap(), "{shell}");
+        for clear in [true, false] {
+            let this = format!("{file}.{clear}");
+            std::fs::copy(&file, &this).unwrap();
+            let cmd = sourced_command_line(&[b"/usr/bin/env".as_slice(), b"-0"], None, this.as_bytes(), clear).unwrap();
+            let out = run_in(shell, &cmd.text);
+            assert!(out.status.success(), "{shell}: {out:?}");
+            let mut seen: Vec<&[u8]> = out.stdout.split(|b| *b == 0).filter(|e| !e.is_empty()).collect();
+            seen.sort();
+            let expected: Vec<Vec<u8>> = env.iter().map(|(k, v)| [k.as_slice(), b"=", v.as_slice()].concat()).collect();
+            for e in &expected {
+                assert!(seen.contains(&e.as_slice()), "{shell}: {:?} missing", String::from_utf8_lossy(e));
+            }
+            if clear {
+                assert_eq!(seen.len(), expected.len(), "{shell}: exactly these: {seen:?}");
+            }
+            assert!(!std::path::Path::new(&this).exists(), "{shell}: the file is gone once the program runs");
+        }
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+#[test]
+fn a_name_the_remote_shell_cannot_set_is_refused() {
+    for name in ["A-B", "1X", "a.b", "é"] {
+        let env = env_of(&[(name, "v")]);
+        assert!(matches!(env_script(&env), Err(QuoteError::EnvNameNotShell { .. })), "{name}");
+    }
+    assert!(env_script(&env_of(&[("_ok9", "v")])).is_ok());
+    assert!(matches!(sourced_command_line(&["a"], None, b"tmp/relative", false), Err(QuoteError::BadEnvFile { .. })));
+    assert!(matches!(sourced_command_line(&["a"], None, b"/tmp/a b", false), Err(QuoteError::BadEnvFile { .. })));
+}
+
+#[test]
 fn what_cannot_be_carried_is_refused() {
-    let none = BTreeMap::new();
-    assert_eq!(command_line::<&str>(&[], None, &none, false), Err(QuoteError::EmptyArgv));
-    assert_eq!(command_line(&["a", "b\0c"], None, &none, false), Err(QuoteError::NulInArg { index: 1 }));
-    assert_eq!(command_line(&["a\0"], None, &none, false), Err(QuoteError::NulInArg { index: 0 }));
+    assert_eq!(command_line::<&str>(&[], None, false), Err(QuoteError::EmptyArgv));
+    assert_eq!(command_line(&["a", "b\0c"], None, false), Err(QuoteError::NulInArg { index: 1 }));
+    assert_eq!(command_line(&["a\0"], None, false), Err(QuoteError::NulInArg { index: 0 }));
     for (k, v) in [("", "v"), ("A=B", "v"), ("A\0", "v"), ("A", "v\0")] {
         let env: BTreeMap<Vec<u8>, Vec<u8>> = [(k.as_bytes().to_vec(), v.as_bytes().to_vec())].into();
-        assert!(matches!(command_line(&["a"], None, &env, false), Err(QuoteError::BadEnv { .. })), "{k:?}={v:?}");
+        assert!(matches!(env_script(&env), Err(QuoteError::BadEnv { .. })), "{k:?}={v:?}");
     }
-    let env = env_of(&[("A", "1")]);
-    assert!(matches!(command_line(&["a=b"], None, &env, false), Err(QuoteError::AmbiguousProgram { .. })));
-    assert!(matches!(command_line(&["-a"], None, &env, true), Err(QuoteError::AmbiguousProgram { .. })));
-    // Without env, a program with '=' is an ordinary quoted word (quoted, it is no assignment).
+    assert!(matches!(command_line(&["-a"], None, true), Err(QuoteError::AmbiguousProgram { .. })));
+    assert!(matches!(sourced_command_line(&["-a"], None, b"/f", false), Err(QuoteError::AmbiguousProgram { .. })));
+    // A program with '=' is an ordinary quoted word (quoted, it is no assignment).
     assert_eq!(line(&["a=b"]), "exec 'a=b'");
 }
 
 #[test]
 fn non_utf8_bytes_are_quoted_like_any_other() {
-    let cmd = command_line(&[b"echo".as_slice(), b"\xff\xfe'".as_slice()], None, &BTreeMap::new(), false).unwrap();
+    let cmd = command_line(&[b"echo".as_slice(), b"\xff\xfe'".as_slice()], None, false).unwrap();
     assert_eq!(cmd.text, b"exec 'echo' '\xff\xfe'\\'''".to_vec());
 }
 
 #[test]
 fn the_string_form_matches_the_byte_form() {
-    let env: BTreeMap<String, String> = [("K".to_owned(), "v v".to_owned())].into();
-    let (text, plain) = command_line_str(&["a".into(), "b c".into()], Some("/d"), &env, false).unwrap();
-    assert_eq!(text, "cd '/d' && exec env -- 'K=v v' 'a' 'b c'");
+    let (text, plain) = command_line_str(&["a".into(), "b c".into()], Some("/d"), false).unwrap();
+    assert_eq!(text, "cd '/d' && exec 'a' 'b c'");
     assert!(!plain);
+    let env: BTreeMap<String, String> = [("K".to_owned(), "v v".to_owned())].into();
+    assert_eq!(env_script_str(&env).unwrap(), b"export K='v v'\n");
+    let sourced = sourced_command_line_str(&["a".into()], None, "/f", false).unwrap();
+    assert_eq!(sourced.as_bytes(), sourced_command_line(&["a"], None, b"/f", false).unwrap().text);
 }
 
 #[test]
@@ -186,7 +249,7 @@ fn the_probe_tells_posix_shells_from_the_rest_for_real() {
 fn plain_commands_mean_the_same_in_every_shell_we_know() {
     let argv = ["printf", "%s", "a-b_c./d"];
     // `%` is not plain, so check the plain form on a command of plain words only.
-    let cmd = command_line(&["echo", "a-b_c./d", "-n"], None, &BTreeMap::new(), false).unwrap();
+    let cmd = command_line(&["echo", "a-b_c./d", "-n"], None, false).unwrap();
     assert!(cmd.plain);
     let mut shells = posix_shells();
     shells.extend(["/usr/bin/fish", "/bin/tcsh"].into_iter().filter(|s| std::path::Path::new(s).exists()));
@@ -194,7 +257,7 @@ fn plain_commands_mean_the_same_in_every_shell_we_know() {
         let out = run_in(shell, &cmd.text);
         assert_eq!(out.stdout, b"a-b_c./d -n\n", "{shell}: {out:?}");
     }
-    assert!(!command_line(&argv, None, &BTreeMap::new(), false).unwrap().plain);
+    assert!(!command_line(&argv, None, false).unwrap().plain);
 }
 
 /// Arguments built to hurt: every metacharacter, quotes, backslashes,
@@ -233,7 +296,7 @@ proptest! {
 
     #[test]
     fn argv_round_trips_byte_exact_through_every_posix_shell(args in proptest::collection::vec(nasty_arg(), 0..6)) {
-        let cmd = command_line(&printf_argv(&args), None, &BTreeMap::new(), false).unwrap();
+        let cmd = command_line(&printf_argv(&args), None, false).unwrap();
         for shell in posix_shells() {
             let out = run_in(shell, &cmd.text);
             prop_assert!(out.status.success(), "{shell}: {:?}", out);
@@ -250,16 +313,20 @@ proptest! {
         let dir = tmp.path().join(std::ffi::OsStr::from_bytes(&dir));
         std::fs::create_dir_all(&dir).unwrap();
         let env: BTreeMap<Vec<u8>, Vec<u8>> =
-            values.iter().enumerate().map(|(i, v)| (format!("V{i}-x").into_bytes(), v.clone())).collect();
+            values.iter().enumerate().map(|(i, v)| (format!("V{i}_x").into_bytes(), v.clone())).collect();
+        let script = env_script(&env).unwrap();
         let argv: Vec<&[u8]> = vec![b"/usr/bin/env", b"-0"];
-        let cmd = command_line(&argv, Some(dir.as_os_str().as_bytes()), &env, true).unwrap();
         let expected: Vec<u8> = env.iter().flat_map(|(k, v)| [k.as_slice(), b"=", v.as_slice(), b"\0"].concat()).collect();
-        let pwd = command_line(&[b"/bin/pwd".as_slice(), b"-P"], Some(dir.as_os_str().as_bytes()), &BTreeMap::new(), false).unwrap();
+        let pwd = command_line(&[b"/bin/pwd".as_slice(), b"-P"], Some(dir.as_os_str().as_bytes()), false).unwrap();
         let real = std::fs::canonicalize(&dir).unwrap();
         for shell in posix_shells() {
+            let file = tmp.path().join("env-file");
+            std::fs::write(&file, &script).unwrap();
+            let cmd = sourced_command_line(&argv, Some(dir.as_os_str().as_bytes()), file.as_os_str().as_bytes(), true).unwrap();
             let out = run_in(shell, &cmd.text);
             prop_assert!(out.status.success(), "{shell}: {:?}", out);
-            prop_assert_eq!(&out.stdout, &expected, "{} env", shell);
+            prop_assert_eq!(&out.stdout, &expected, "{} env: exactly the file's", shell);
+            prop_assert!(!file.exists(), "{} left the file", shell);
             let out = run_in(shell, &pwd.text);
             prop_assert_eq!(&out.stdout, &[real.as_os_str().as_bytes(), b"\n"].concat(), "{} cwd", shell);
         }
@@ -271,10 +338,29 @@ fn a_missing_directory_fails_the_command_instead_of_running_it_elsewhere() {
     let tmp = tempfile::tempdir().unwrap();
     let flag = tmp.path().join("ran");
     let argv = ["/usr/bin/touch".to_owned(), flag.to_string_lossy().into_owned()];
-    let (text, _) = command_line_str(&argv, Some("/nonexistent/tinybox"), &BTreeMap::new(), false).unwrap();
+    let (text, _) = command_line_str(&argv, Some("/nonexistent/tinybox"), false).unwrap();
     for shell in posix_shells() {
         let out = run_in(shell, text.as_bytes());
         assert!(!out.status.success(), "{shell}");
         assert!(!flag.exists(), "{shell} ran the command although cd failed");
+    }
+}
+
+#[test]
+fn a_missing_directory_fails_a_sourced_command_and_still_removes_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flag = tmp.path().join("ran");
+    let argv = ["/usr/bin/touch".to_owned(), flag.to_string_lossy().into_owned()];
+    for shell in posix_shells() {
+        for clear in [false, true] {
+            let file = tmp.path().join("env-file");
+            std::fs::write(&file, b"export A='1'\n").unwrap();
+            let text =
+                sourced_command_line_str(&argv, Some("/nonexistent/tinybox"), file.to_str().unwrap(), clear).unwrap();
+            let out = run_in(shell, text.as_bytes());
+            assert!(!out.status.success(), "{shell}");
+            assert!(!flag.exists(), "{shell} ran the command although cd failed");
+            assert!(!file.exists(), "{shell} left the environment file");
+        }
     }
 }
