@@ -100,8 +100,16 @@ fn main() -> ExitCode {
         c.print(&mut Cli::command());
         return ExitCode::from(output::exit_code(0));
     }
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("tokio runtime");
+    // Workers get the main thread's 8 MiB of stack, not tokio's 2: the
+    // conformance kit, run on first use, can run on one (an MCP tool call
+    // is a task of its own) and nests deep enough in a debug build to
+    // overflow 2 MiB (seen: the MCP server's first docker box).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     let code = runtime.block_on(commands::dispatch(cli.store, cli.json, cli.command));
     ExitCode::from(output::exit_code(code))
 }

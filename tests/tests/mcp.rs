@@ -201,3 +201,70 @@ fn an_mcp_client_drives_docker_boxes() {
     std::fs::write(cli.home.path().join("config.json"), json!({ "namespace": ns.name }).to_string()).unwrap();
     session_round(&cli, &["--sandbox", "docker"], "docker");
 }
+
+/// The pids of this machine's processes whose command line holds `word`.
+fn processes_with(word: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == word.as_bytes()))
+        })
+        .collect()
+}
+
+/// Waits (bounded) until `ready` holds, saying `what` if it never does.
+fn until(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + GUARD;
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what} within {GUARD:?}");
+        // Bounded poll of another process's state; nothing to wait on but it.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_cancelled_run_stops_its_command_and_a_run_in_flight_goes_with_the_server() {
+    if !have("bwrap") {
+        return skip(
+            "mcp::a_cancelled_run_stops_its_command_and_a_run_in_flight_goes_with_the_server",
+            "bwrap is not installed (apt-get install bubblewrap)",
+        );
+    }
+    let cli = Cli::new();
+    let mut s = Session::start(&cli, &["--sandbox", "namespace"]);
+    let init = s.call(
+        "initialize",
+        json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } }),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "tinybox", "the server names itself: {init}");
+    s.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let id = s.tool_ok("create_box", json!({}))["id"].as_str().unwrap().to_owned();
+
+    // A run the client cancels: its command stops now, not at the server's limit.
+    let marker = format!("{}.{}", 3000 + std::process::id() % 500, std::process::id() % 997);
+    let request = s.next_id;
+    s.next_id += 1;
+    let call = json!({ "name": "run", "arguments": { "box": id, "argv": ["sleep", marker] } });
+    s.send(&json!({ "jsonrpc": "2.0", "id": request, "method": "tools/call", "params": call }));
+    until("the run's command started", || !processes_with(&marker).is_empty());
+    s.send(&json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": request, "reason": "the client gave up" } }));
+    until("the cancelled run's command stopped", || processes_with(&marker).is_empty());
+    // The server goes on serving.
+    let ran = s.tool_ok("run", json!({ "box": id, "argv": ["echo", "still here"] }));
+    assert_eq!(ran["stdout"], "still here\n");
+
+    // A run in flight when the client goes: the command and the box go with the server.
+    let marker = format!("{marker}1");
+    let call = json!({ "name": "run", "arguments": { "box": id, "argv": ["sleep", marker] } });
+    let request = s.next_id;
+    s.next_id += 1;
+    s.send(&json!({ "jsonrpc": "2.0", "id": request, "method": "tools/call", "params": call }));
+    until("the second run's command started", || !processes_with(&marker).is_empty());
+    assert!(s.finish().success());
+    assert!(processes_with(&marker).is_empty(), "a command in flight outlived its server");
+    let (_, out, _) = cli.run(&["ls", "--all"]);
+    assert!(!out.split_whitespace().any(|w| w == id), "{id} outlived its server: {out}");
+}

@@ -12,8 +12,9 @@ use std::time::Duration;
 use clap::Args;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use tinybox_core::capture::{self, Capture};
 use tinybox_core::ceiling::{AgentCreate, Ceiling};
@@ -243,11 +244,19 @@ impl Server {
     #[tool(
         description = "Run a command in a box: argv as given (no shell), optional stdin text and timeout. Returns the exit code and stdout/stderr, each cut at a bound and marked truncated when cut."
     )]
-    async fn run(&self, Parameters(args): Parameters<RunArgs>) -> CallToolResult {
-        answer(self.run_in(args).await)
+    async fn run(&self, Parameters(args): Parameters<RunArgs>, context: RequestContext<RoleServer>) -> CallToolResult {
+        // The request's token is cancelled by the client's
+        // `notifications/cancelled` (its own timeout sends one) and when the
+        // server stops: either way the command in the box is stopped, not
+        // left to run out its timeout.
+        answer(self.run_in(args, context.ct.cancelled_owned()).await)
     }
 
-    async fn run_in(&self, args: RunArgs) -> Result<serde_json::Value, Error> {
+    async fn run_in(
+        &self,
+        args: RunArgs,
+        cancel: impl std::future::Future<Output = ()>,
+    ) -> Result<serde_json::Value, Error> {
         let id = self.mine(&args.id)?;
         let plan = ExecOptions {
             argv: args.argv,
@@ -273,7 +282,7 @@ impl Server {
             Some(StdinGiven::Base64(_)) | None => None,
         };
         how.timeout = Some(timeout);
-        let got = capture::run(&self.engine, &id, plan.request, plan.target, &how, std::future::pending()).await?;
+        let got = capture::run(&self.engine, &id, plan.request, plan.target, &how, cancel).await?;
         Ok(serde_json::json!({
             "exit_code": got.status.code,
             "signal": got.status.signal,
@@ -352,10 +361,12 @@ impl Server {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_instructions(format!(
-            "tinybox boxes: isolated places to run code. {} Boxes you make are removed when this server stops.",
-            describe(&self.ceiling)
-        ))
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("tinybox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "tinybox boxes: isolated places to run code. {} Boxes you make are removed when this server stops.",
+                describe(&self.ceiling)
+            ))
     }
 }
 
