@@ -55,6 +55,9 @@ pub struct Stream {
     /// Bytes were dropped past the bound, or the stream was still open
     /// when the grace ran out.
     pub truncated: bool,
+    /// How many bytes past the bound were read and dropped (a stream
+    /// still open at the end may have had more to say, uncounted).
+    pub dropped_bytes: u64,
 }
 
 /// A finished captured command.
@@ -141,7 +144,7 @@ pub async fn run(
 #[derive(Default)]
 struct Collected {
     bytes: Vec<u8>,
-    dropped: bool,
+    dropped: u64,
     eof: bool,
 }
 
@@ -159,13 +162,13 @@ impl Collected {
             };
             let room = limit.saturating_sub(self.bytes.len()).min(n);
             self.bytes.extend_from_slice(&chunk[..room]);
-            self.dropped |= room < n;
+            self.dropped += (n - room) as u64;
         }
         self.eof = true;
     }
 
     fn into_stream(self) -> Stream {
-        Stream { truncated: self.dropped || !self.eof, bytes: self.bytes }
+        Stream { truncated: self.dropped > 0 || !self.eof, bytes: self.bytes, dropped_bytes: self.dropped }
     }
 }
 
@@ -211,6 +214,7 @@ mod tests {
             writer.join().unwrap().unwrap();
             let s = c.into_stream();
             assert_eq!((s.bytes.len(), s.truncated), (kept, truncated), "{written} bytes, bound {limit}");
+            assert_eq!(s.dropped_bytes, (written - kept) as u64, "{written} bytes, bound {limit}");
         }
     }
 

@@ -108,6 +108,13 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
         tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort();
     assert_eq!(names, ["create_box", "inspect_box", "list_boxes", "read_file", "remove_box", "run", "write_file"]);
+    // Every tool says whether it only reads, or may destroy what is in a box.
+    for tool in tools["result"]["tools"].as_array().unwrap() {
+        let hints = &tool["annotations"];
+        let read_only = ["inspect_box", "list_boxes", "read_file"].contains(&tool["name"].as_str().unwrap());
+        assert_eq!(hints["readOnlyHint"], json!(read_only), "{tool}");
+        assert_eq!(hints["openWorldHint"], json!(false), "{tool}");
+    }
     let create = tools["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "create_box").unwrap();
     assert!(create["description"].as_str().unwrap().contains(&format!("sandbox {expect_sandbox}")), "{create}");
 
@@ -137,6 +144,7 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     // Output past the bound is cut and marked.
     let big = s.tool_ok("run", json!({ "box": id, "argv": ["sh", "-c", "yes | head -c 200000"] }));
     assert_eq!((big["stdout"].as_str().unwrap().len(), big["stdout_truncated"].clone()), (64 * 1024, json!(true)));
+    assert_eq!(big["stdout_dropped_bytes"], json!(200_000 - 64 * 1024), "the cut says how much it dropped");
     let slow = s.tool_ok("run", json!({ "box": id, "argv": ["sleep", "30"], "timeout_secs": 1 }));
     assert_eq!(slow["timed_out"], true);
 
@@ -225,16 +233,17 @@ fn until(what: &str, ready: impl Fn() -> bool) {
     }
 }
 
+/// The MCP side of cancellation, on a docker box (whose processes this
+/// machine's /proc shows).
 #[test]
 fn a_cancelled_run_stops_its_command_and_a_run_in_flight_goes_with_the_server() {
-    if !have("bwrap") {
-        return skip(
-            "mcp::a_cancelled_run_stops_its_command_and_a_run_in_flight_goes_with_the_server",
-            "bwrap is not installed (apt-get install bubblewrap)",
-        );
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip("mcp::a_cancelled_run_stops_its_command_and_a_run_in_flight_goes_with_the_server", &why);
     }
+    let ns = tinybox_tests::docker::Namespace::new("mcp-cancel");
     let cli = Cli::new();
-    let mut s = Session::start(&cli, &["--sandbox", "namespace"]);
+    std::fs::write(cli.home.path().join("config.json"), json!({ "namespace": ns.name }).to_string()).unwrap();
+    let mut s = Session::start(&cli, &["--sandbox", "docker"]);
     let init = s.call(
         "initialize",
         json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } }),

@@ -215,7 +215,14 @@ impl Server {
     }
 
     #[tool(
-        description = "Create an isolated box to run untrusted code in. Returns its id and what confines it: isolation level, network, limits in force, when it expires."
+        description = "Create an isolated box to run untrusted code in. Returns its id and what confines it: isolation level, network, limits in force, when it expires.",
+        annotations(
+            title = "Create a box",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn create_box(&self, Parameters(args): Parameters<CreateArgs>) -> CallToolResult {
         answer(self.create(args).await)
@@ -242,7 +249,14 @@ impl Server {
     }
 
     #[tool(
-        description = "Run a command in a box: argv as given (no shell), optional stdin text and timeout. Returns the exit code and stdout/stderr, each cut at a bound and marked truncated when cut."
+        description = "Run a command in a box: argv as given (no shell), optional stdin text and timeout. Returns the exit code and stdout/stderr, each cut at a bound and marked truncated when cut, with how many bytes were dropped.",
+        annotations(
+            title = "Run a command in a box",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     async fn run(&self, Parameters(args): Parameters<RunArgs>, context: RequestContext<RoleServer>) -> CallToolResult {
         // The request's token is cancelled by the client's
@@ -289,12 +303,23 @@ impl Server {
             "timed_out": got.timed_out,
             "stdout": String::from_utf8_lossy(&got.stdout.bytes),
             "stdout_truncated": got.stdout.truncated,
+            "stdout_dropped_bytes": got.stdout.dropped_bytes,
             "stderr": String::from_utf8_lossy(&got.stderr.bytes),
             "stderr_truncated": got.stderr.truncated,
+            "stderr_dropped_bytes": got.stderr.dropped_bytes,
         }))
     }
 
-    #[tool(description = "Write a text file into a box (created or replaced).")]
+    #[tool(
+        description = "Write a text file into a box (created or replaced).",
+        annotations(
+            title = "Write a file in a box",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
     async fn write_file(&self, Parameters(args): Parameters<WriteArgs>) -> CallToolResult {
         answer(self.write(args).await)
     }
@@ -306,7 +331,10 @@ impl Server {
         Ok(serde_json::json!({ "path": args.path, "bytes": written.bytes }))
     }
 
-    #[tool(description = "Read a file from a box as text (a file over the server's bound is refused).")]
+    #[tool(
+        description = "Read a file from a box as text (a file over the server's bound is refused).",
+        annotations(title = "Read a file in a box", read_only_hint = true, open_world_hint = false)
+    )]
     async fn read_file(&self, Parameters(args): Parameters<PathArgs>) -> CallToolResult {
         answer(self.read(args).await)
     }
@@ -317,7 +345,10 @@ impl Server {
         Ok(serde_json::json!({ "path": args.path, "content": String::from_utf8_lossy(&bytes) }))
     }
 
-    #[tool(description = "List the boxes this server made, with what confines each.")]
+    #[tool(
+        description = "List the boxes this server made, with what confines each.",
+        annotations(title = "List boxes", read_only_hint = true, open_world_hint = false)
+    )]
     async fn list_boxes(&self) -> CallToolResult {
         let ids: Vec<BoxId> = self.boxes.lock().expect("boxes").iter().cloned().collect();
         let mut out = Vec::new();
@@ -329,7 +360,16 @@ impl Server {
         answer(Ok(serde_json::Value::Array(out)))
     }
 
-    #[tool(description = "Remove a box and everything in it.")]
+    #[tool(
+        description = "Remove a box and everything in it.",
+        annotations(
+            title = "Remove a box",
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
     async fn remove_box(&self, Parameters(args): Parameters<BoxArg>) -> CallToolResult {
         answer(self.remove(args).await)
     }
@@ -342,7 +382,8 @@ impl Server {
     }
 
     #[tool(
-        description = "Inspect what confines a box: sandbox, isolation level (and whether it is suitable for untrusted code), network and limits in force, state, expiry."
+        description = "Inspect what confines a box: sandbox, isolation level (and whether it is suitable for untrusted code), network and limits in force, state, expiry.",
+        annotations(title = "Inspect a box", read_only_hint = true, open_world_hint = false)
     )]
     async fn inspect_box(&self, Parameters(args): Parameters<BoxArg>) -> CallToolResult {
         answer(self.inspect(args).await)
