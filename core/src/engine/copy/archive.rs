@@ -104,6 +104,14 @@ impl Tinybox {
         let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
         let answer = self.archive_call(link, target, ArchiveDirection::Out, src, stdin.into(), out_w.into()).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
+        // A refusal here (a hostile entry, the copy's bound) is the answer,
+        // also when the sandbox's tool then failed on the closed stream.
+        let received = match received {
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<CopyError>()) => {
+                return Err(local_error("cannot write the copy", e));
+            }
+            other => other,
+        };
         match answer?.result {
             ArchiveResult::Done => received.map(Ok).map_err(|e| local_error("cannot write the copy", e)),
             ArchiveResult::NoSuchPath | ArchiveResult::NotADirectory => {

@@ -181,7 +181,7 @@ impl Tinybox {
             kept
         });
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
-        let ran = self.exec_to_read(box_id, request, stdio, beside_bind).await;
+        let ran = self.exec_to_read(box_id, request, stdio, beside_bind, std::future::pending()).await;
         let (stdout, stderr) = (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default());
         Ok((ran?.status.shell_code(), stdout, stderr))
     }

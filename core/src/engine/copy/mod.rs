@@ -474,23 +474,40 @@ impl Tinybox {
         let stdin = std::fs::File::open("/dev/null").map_err(io_err)?;
         let stdio = StdioFds { stdin: stdin.into(), stdout: out_w.into(), stderr: err_w.into() };
         let request = ExecRequest::new(["sh", "-c", OUT_SCRIPT, "sh", src]);
-        let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
+        // A copy refused here stops the box's tar: its stream may not end
+        // by itself (a terabyte of zeros) when nothing passes the closed
+        // pipe back to it (a microVM's channel).
+        let (refused_tx, refused_rx) = tokio::sync::oneshot::channel::<()>();
+        let receiving = tokio::task::spawn_blocking(move || {
+            let got = consumer(out_r);
+            if got.is_err() {
+                let _ = refused_tx.send(());
+            }
+            got
+        });
+        let cancel = async move {
+            if refused_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
         // A stopped box is read from its snapshot where its sandbox can (stopped.rs).
-        let ran = self.exec_to_read(box_id, request, stdio, beside_bind).await;
+        let ran = self.exec_to_read(box_id, request, stdio, beside_bind, cancel).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
-        let code = ran?.status.shell_code();
         // The script's own refusals come before tar runs, so nothing was
         // sent; past that, a refusal here is the answer even when the box's
-        // tar then died of the closed pipe.
-        if matches!(code, 121 | 122 | 127) {
-            return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
+        // tar then died of the closed pipe, or was stopped for it.
+        if let Ok(ran) = &ran
+            && matches!(ran.status.shell_code(), 121 | 122 | 127)
+        {
+            return Err(box_error(box_id, src, ran.status.shell_code(), &stderr, "read the copy").into());
         }
         let outcome = received.map_err(|e| local_error("cannot write the copy", e));
         if let Err(Error::Copy(_)) = &outcome {
             return outcome;
         }
+        let code = ran?.status.shell_code();
         if code != 0 {
             return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
         }
