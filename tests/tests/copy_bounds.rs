@@ -11,7 +11,9 @@
 //!   refused with the victim untouched, and a directory the box made 0777
 //!   (2777 where it may set setgid) lands 0755 (namespace both ways, docker);
 //! - a copy into a namespace box's `/tmp`, which the next command never
-//!   sees, is refused naming what the box keeps (both ways).
+//!   sees, is refused naming what the box keeps (both ways), and so is the
+//!   module's `fs.write` there; the module's `fs.read` of a terabyte file
+//!   is refused on its size (MCP's `read_file`: tests/tests/mcp.rs).
 
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
@@ -262,4 +264,36 @@ fn namespace_a_copy_where_the_box_keeps_nothing_is_refused() {
         assert_eq!(String::from_utf8_lossy(&shown.stdout), "kept?kept?", "{who_is}: {}", err(&shown));
         env.run(&["rm", &id]);
     }
+}
+
+mod module_support;
+
+#[test]
+fn the_modules_file_calls_refuse_a_terabyte_read_and_an_unkept_write() {
+    const TEST: &str = "copy_bounds::the_modules_file_calls_refuse_a_terabyte_read_and_an_unkept_write";
+    if !have("python3") {
+        return skip(TEST, "python3 is not on PATH");
+    }
+    if !module_support::namespace_available(TEST) {
+        return;
+    }
+    let dir = module_support::temp();
+    let (store, ws) = (dir.path().join("store"), dir.path().join("ws"));
+    std::fs::create_dir(&ws).unwrap();
+    // A terabyte of holes, made here: the box sees it in /workspace.
+    std::fs::File::create(ws.join("huge")).unwrap().set_len(TIB).unwrap();
+    let calls = serde_json::json!([
+        ["create", { "sandbox": "namespace", "workspace": ws }],
+        ["fs.read", { "id": "$id", "path": "/workspace/huge" }],
+        ["fs.write", { "id": "$id", "path": "/tmp/x", "content": "gone?" }],
+        ["fs.write", { "id": "$id", "path": "/workspace/x", "content": "kept" }],
+        ["rm", { "id": "$id" }],
+    ]);
+    let r = module_support::python_calls(&store, &calls);
+    assert_eq!(r.len(), 5, "{r:?}");
+    let message = |i: usize| r[i]["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message(1).contains("1099511627776 bytes, over the 1048576-byte bound"), "{}", r[1]);
+    assert!(message(2).contains("keeps only /workspace between commands"), "{}", r[2]);
+    assert!(r[3]["ok"].is_object(), "{}", r[3]);
+    assert_eq!(std::fs::read_to_string(ws.join("x")).unwrap(), "kept");
 }
