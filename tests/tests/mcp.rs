@@ -155,6 +155,19 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     assert_eq!(seen["stdout"], "from the agent\n");
     let (err, text) = s.tool("read_file", json!({ "box": id, "path": "/no/such" }));
     assert!(err && text.contains(&format!("box {id} has no /no/such")), "{text}");
+    // A file of a terabyte (of holes) is refused on its size, never read into memory.
+    let made_huge = s.tool_ok(
+        "run",
+        json!({ "box": id, "argv": ["dd", "if=/dev/zero", "of=huge", "bs=1", "count=0", "seek=1099511627776"] }),
+    );
+    assert_eq!(made_huge["exit_code"], 0, "{made_huge}");
+    let (err, text) = s.tool("read_file", json!({ "box": id, "path": "huge" }));
+    assert!(err && text.contains("1099511627776 bytes, over the 65536-byte bound"), "{text}");
+    if expect_sandbox == "namespace" {
+        // Each command there has its own /tmp: a file written to it would be gone.
+        let (err, text) = s.tool("write_file", json!({ "box": id, "path": "/tmp/x", "content": "gone?" }));
+        assert!(err && text.contains("keeps only /workspace between commands"), "{text}");
+    }
 
     let inspected = s.tool_ok("inspect_box", json!({ "box": id }));
     assert_eq!(inspected["state"], "ready");

@@ -17,6 +17,19 @@ pub struct CpCmd {
     pub src: String,
     /// Where to: BOX:PATH, a path here, or `-` (a tar on stdout).
     pub dst: String,
+    /// Out of a box: the most the copy may write here, and the largest
+    /// size any one file of it may claim (holes included); past either it
+    /// stops and removes what it wrote. With `-`: the most it sends.
+    /// Default: 10G.
+    #[arg(long, value_parser = positive_size, value_name = "SIZE")]
+    pub max_size: Option<u64>,
+}
+
+fn positive_size(s: &str) -> Result<u64, String> {
+    match crate::args::parse_size(s)? {
+        0 => Err(format!("{s} is not positive; give a size such as 10G")),
+        n => Ok(n),
+    }
 }
 
 impl CpCmd {
@@ -39,7 +52,13 @@ impl CpCmd {
                 Local::Tar(stdout.as_fd().try_clone_to_owned().map_err(|e| Error::io("cannot write stdout", e))?)
             }
         };
-        let request = CopyRequest { box_id: route.box_id, direction: route.direction, box_path: route.box_path, local };
+        let request = CopyRequest {
+            box_id: route.box_id,
+            direction: route.direction,
+            box_path: route.box_path,
+            local,
+            max_size: self.max_size,
+        };
         let outcome = app.engine.copy(request).await?;
         if app.json {
             crate::output::json(&outcome);

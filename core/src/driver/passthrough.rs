@@ -26,7 +26,12 @@ pub async fn create(_host: &HostLink, params: CreateParams) -> Result<CreateResu
         Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
         _ => None,
     };
-    Ok(CreateResult { handle: serde_json::json!({ "workdir": workdir }), workdir, isolation: None })
+    Ok(CreateResult {
+        handle: serde_json::json!({ "workdir": workdir }),
+        workdir,
+        isolation: None,
+        persistent_paths: None,
+    })
 }
 
 pub async fn exec(host: &HostLink, params: ExecParams) -> Result<ExitStatus> {

@@ -202,6 +202,7 @@ impl Tinybox {
             allow_hosts: if allowlist || fenced { spec.allow_hosts.clone() } else { Vec::new() },
             workdir: created.workdir,
             verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
+            persistent_paths: created.persistent_paths,
         })
     }
 }

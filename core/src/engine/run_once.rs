@@ -100,6 +100,8 @@ impl Tinybox {
             // path), so no verdict is looked up: that reads and hashes the
             // driver's binary, a cost the one step exists to save.
             verified: false,
+            // A one-shot box takes no copy.
+            persistent_paths: None,
         };
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;

@@ -29,10 +29,11 @@ impl Tinybox {
         request: ExecRequest,
         stdio: StdioFds,
         beside_bind: bool,
+        cancel: impl Future<Output = ()>,
     ) -> Result<ExecOutcome> {
         let info = self.get(id)?;
         if info.phase != Phase::Stopped {
-            return self.exec(id, request, stdio, Target::Workspace, std::future::pending()).await;
+            return self.exec(id, request, stdio, Target::Workspace, cancel).await;
         }
         request.validate()?;
         let Some(newest) = info.snapshots.last() else { return Err(stopped_refusal(&info)) };

@@ -56,6 +56,11 @@ pub struct Instance {
     /// was made (crate::trust). Only then is its isolation relied on.
     #[serde(default)]
     pub verified: bool,
+    /// The paths this box keeps from one command to the next, as its
+    /// driver said when it made the box; `None`: all of them (a driver that
+    /// says nothing, or a box recorded before drivers could say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_paths: Option<Vec<String>>,
 }
 
 /// A snapshot taken of a box.

@@ -326,6 +326,8 @@ async fn boot(
         workdir: Some("/workspace".into()),
         // Emulation has no hardware boundary: never claim one for it.
         isolation: (accel == Accel::Tcg).then_some(IsolationLevel::Kernel),
+        // The guest's disk outlives each command: everything is kept.
+        persistent_paths: None,
     })
 }
 

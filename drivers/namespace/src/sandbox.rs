@@ -413,7 +413,14 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         }
         handle.cgroups = dirs;
     }
-    Ok(CreateResult { handle: handle.json(), workdir: Some(bwrap::WORKSPACE.into()), isolation: None })
+    // Every command gets a fresh view of all but the workspace (bwrap.rs).
+    let persistent_paths = Some(vec![bwrap::WORKSPACE.to_owned()]);
+    Ok(CreateResult {
+        handle: handle.json(),
+        workdir: Some(bwrap::WORKSPACE.into()),
+        isolation: None,
+        persistent_paths,
+    })
 }
 
 /// Undoes a create that failed half-way; what cannot be undone is left.

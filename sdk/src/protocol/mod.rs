@@ -263,6 +263,13 @@ pub struct CreateResult {
     /// declaration's. Core never records more than the declaration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<IsolationLevel>,
+    /// The absolute paths in this box that outlive the command that
+    /// writes them (a namespace box keeps `/workspace` and gives each
+    /// command a fresh view of the rest). Core refuses a copy into any
+    /// other path, which would be gone when the copy ends. Absent (an
+    /// older driver, or one whose boxes keep everything): every path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_paths: Option<Vec<String>>,
 }
 
 /// Names an existing box to its driver.

@@ -19,7 +19,7 @@ use tinybox_sdk::model::{BoxId, Feature};
 use tinybox_sdk::protocol::{ArchiveDirection, ArchiveParams, ArchiveResult, BoxRef};
 use tinybox_sdk::stdio::{StdioFds, StdioServer};
 
-use super::local::{check_kind, consumer_of, root_name, send_tree};
+use super::local::{Landing, check_kind, consumer_of, root_name, send_tree};
 use super::{CopyError, CopyOutcome, Direction, Local, PIPE_CAPACITY, bounded, local_error};
 use crate::driver::SandboxLink;
 use crate::engine::Tinybox;
@@ -65,6 +65,7 @@ impl Tinybox {
         direction: Direction,
         box_path: &str,
         local: Local,
+        landing: &Landing,
     ) -> Result<std::result::Result<CopyOutcome, Local>> {
         let info = self.get(box_id)?;
         if info.phase != Phase::Created || !archivable(box_path, direction) {
@@ -80,7 +81,7 @@ impl Tinybox {
         }
         let target = BoxRef { box_id: info.id.clone(), handle: ws.handle.clone() };
         match direction {
-            Direction::Out => self.archive_out(&link, target, box_path, local).await,
+            Direction::Out => self.archive_out(&link, target, box_path, local, landing).await,
             Direction::In => self.archive_in(&link, target, box_path, local).await,
         }
     }
@@ -91,10 +92,11 @@ impl Tinybox {
         target: BoxRef,
         src: &str,
         local: Local,
+        landing: &Landing,
     ) -> Result<std::result::Result<CopyOutcome, Local>> {
         let box_id = target.box_id.clone();
         let keep = local.try_clone().map_err(|e| Error::io("cannot keep the copy's destination", e))?;
-        let consumer = consumer_of(local)?;
+        let consumer = consumer_of(local, landing)?;
         let io_err = |e| Error::io("cannot make the copy's pipes", e);
         let (out_r, out_w) = io::pipe().map_err(io_err)?;
         let _ = rustix::pipe::fcntl_setpipe_size(&out_r, PIPE_CAPACITY);
@@ -102,6 +104,14 @@ impl Tinybox {
         let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
         let answer = self.archive_call(link, target, ArchiveDirection::Out, src, stdin.into(), out_w.into()).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
+        // A refusal here (a hostile entry, the copy's bound) is the answer,
+        // also when the sandbox's tool then failed on the closed stream.
+        let received = match received {
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<CopyError>()) => {
+                return Err(local_error("cannot write the copy", e));
+            }
+            other => other,
+        };
         match answer?.result {
             ArchiveResult::Done => received.map(Ok).map_err(|e| local_error("cannot write the copy", e)),
             ArchiveResult::NoSuchPath | ArchiveResult::NotADirectory => {
@@ -262,7 +272,8 @@ mod tests {
     #[test]
     fn an_empty_stream_out_writes_nothing_at_the_destination() {
         let dst = tempfile::tempdir().unwrap();
-        let consumer = consumer_of(Local::Path(dst.path().join("new"))).unwrap();
+        let landing = Landing { dirs: Default::default(), max_size: 1 << 20 };
+        let consumer = consumer_of(Local::Path(dst.path().join("new")), &landing).unwrap();
         let (r, w) = io::pipe().unwrap();
         drop(w);
         let got = consumer(r);

@@ -5,12 +5,14 @@
 //! without following a symlink, creates files exclusively, refuses device
 //! nodes, fifos and hard links to anything this copy did not write, and
 //! keeps permission bits only (no setuid, setgid or sticky bit, no extended
-//! attribute). What it writes belongs to the process writing it.
+//! attribute; out of a box, no group or other write bit either). What it
+//! writes belongs to the process writing it. Each file's bytes land through
+//! land.rs (holes stay holes, a copy out is bounded), and a copy it cannot
+//! finish removes what it made.
 
-use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -18,106 +20,65 @@ use std::rc::Rc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Timestamps};
 
-use super::{CopyError, CopyOutcome, KEPT_MODE, PIPE_CAPACITY, SPLICE_FROM, TarRefusal, kind_word};
+use super::land::{Budget, land};
+use super::{CopyError, CopyOutcome, KEPT_MODE, PIPE_CAPACITY, TarRefusal, kind};
 
 /// Writes the tar on `r` under `parent`, its root renamed `name`, checking
 /// every entry first.
-pub(super) fn extract(r: impl Read + AsFd, parent: &Path, name: Option<&OsStr>) -> io::Result<CopyOutcome> {
+#[cfg(test)]
+pub(super) fn extract(r: impl Read, parent: &Path, name: Option<&OsStr>, rules: Rules) -> io::Result<CopyOutcome> {
     let base: OwnedFd = std::fs::File::open(parent)?.into();
-    extract_at(r, base, name, Roots::One)
+    extract_at(r, base, name, Roots::One, rules)
 }
 
-/// Writes the tar on `r` under the opened directory `base`.
+/// Writes the tar on `r` under the opened directory `base`; what a failed
+/// copy made is removed.
 pub(super) fn extract_at(
-    r: impl Read + AsFd,
+    r: impl Read,
     base: OwnedFd,
     name: Option<&OsStr>,
     roots: Roots,
+    rules: Rules,
 ) -> io::Result<CopyOutcome> {
-    let mut x = Extractor::new(base, name, roots);
+    let mut x = Extractor::new(base, name, roots, rules);
     // Headers are 512-byte reads: read a pipe's worth at a time.
-    let stream = Stream { r: io::BufReader::with_capacity(PIPE_CAPACITY, r), sink: Sink::default() };
-    x.sink = Some(stream.sink.clone());
-    let mut archive = tar::Archive::new(stream);
-    for entry in archive.entries()? {
-        x.entry(entry?)?;
+    let mut archive = tar::Archive::new(io::BufReader::with_capacity(PIPE_CAPACITY, r));
+    let written = (|| {
+        for entry in archive.entries()? {
+            x.entry(entry?)?;
+        }
+        x.set_dir_modes()
+    })();
+    if let Err(e) = written {
+        x.undo();
+        return Err(e);
     }
-    let outcome = x.finish()?;
     // Anything after the archive's end (tar's padding) is read so the box's
     // tar ends cleanly.
-    io::copy(&mut archive.into_inner().r, &mut io::sink())?;
-    Ok(outcome)
+    io::copy(&mut archive.into_inner(), &mut io::sink())?;
+    Ok(x.outcome)
 }
 
-/// Where the contents of the entry being written go straight from the
-/// stream, when they do: set by [`Extractor::entry`] for a big regular
-/// file, empty otherwise.
-type Sink = Rc<RefCell<Option<std::fs::File>>>;
-
-/// The stream under the tar crate's reader. Headers, names and small
-/// files are read through its buffer as from any reader. While a big
-/// regular file's contents are read ([`Sink`] set), each read moves the
-/// bytes into that file instead of into the caller's buffer: what was
-/// buffered by a write, the rest by `splice(2)` from the pipe in the
-/// kernel (one copy instead of two, no pass through this process's
-/// memory). Such a read returns how many bytes it moved and leaves the
-/// buffer as it was; only [`sink_contents`] reads while the sink is set,
-/// and it uses the count only. The tar crate bounds every read of an
-/// entry's contents to what is left of the entry, so a read never moves
-/// bytes of the next header.
-struct Stream<R> {
-    r: io::BufReader<R>,
-    sink: Sink,
+/// What a writer keeps of what it is given, by which way the copy goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rules {
+    /// The permission bits an entry keeps.
+    pub kept_mode: u32,
+    pub budget: Budget,
 }
 
-impl<R: Read + AsFd> Read for Stream<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let sink = self.sink.borrow();
-        let Some(file) = sink.as_ref() else {
-            return self.r.read(buf);
-        };
-        let buffered = self.r.buffer();
-        if !buffered.is_empty() {
-            let n = (&*file).write(&buffered[..buffered.len().min(buf.len())])?;
-            self.r.consume(n);
-            return Ok(n);
-        }
-        loop {
-            match rustix::pipe::splice(self.r.get_ref(), None, file, None, buf.len(), rustix::pipe::SpliceFlags::MOVE) {
-                Ok(n) => return Ok(n),
-                Err(rustix::io::Errno::INTR) => continue,
-                // Not a pipe (a caller's tar from a file): through the buffer.
-                Err(rustix::io::Errno::INVAL) => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let n = self.r.read(buf)?;
-        (&*file).write_all(&buf[..n])?;
-        Ok(n)
+impl Rules {
+    /// Out of a box, which is the box's word: no bit that lets anyone but
+    /// the caller write (a directory the box made 2777 lands 0755), and
+    /// bounded by `max_size` (land.rs).
+    pub(super) fn out_of_box(max_size: u64) -> Rules {
+        Rules { kept_mode: KEPT_MODE & !0o022, budget: Budget::of(max_size) }
     }
-}
 
-/// Writes the rest of `entry`'s contents into `file` through `sink`: the
-/// stream moves them (see [`Stream`]); the reads here only count them.
-fn sink_contents(entry: &mut impl Read, file: &std::fs::File, sink: &Sink) -> io::Result<u64> {
-    struct Unset<'a>(&'a Sink);
-    impl Drop for Unset<'_> {
-        fn drop(&mut self) {
-            self.0.borrow_mut().take();
-        }
-    }
-    *sink.borrow_mut() = Some(file.try_clone()?);
-    let _unset = Unset(sink);
-    // Never written to: it only bounds how much one read moves.
-    let mut bound = vec![0u8; PIPE_CAPACITY];
-    let mut total = 0;
-    loop {
-        match entry.read(&mut bound) {
-            Ok(0) => return Ok(total),
-            Ok(n) => total += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+    /// The caller's own files into a box's workspace directory: their
+    /// modes, as a copy through the box would write them, unbounded.
+    pub(super) fn into_box() -> Rules {
+        Rules { kept_mode: KEPT_MODE, budget: Budget::unbounded() }
     }
 }
 
@@ -164,13 +125,14 @@ pub(super) struct Extractor {
     /// directory by directory, so most entries are written in it. Nothing
     /// this writer does replaces a directory, so it stays the one named.
     last_parent: Option<(Vec<OsString>, Rc<OwnedFd>)>,
-    /// The stream's sink, when entries come from a tar stream.
-    sink: Option<Sink>,
+    rules: Rules,
+    /// What this copy made, in order: removed again if it fails.
+    made: Vec<Vec<OsString>>,
     outcome: CopyOutcome,
 }
 
 impl Extractor {
-    pub(super) fn new(base: OwnedFd, name: Option<&OsStr>, roots: Roots) -> Extractor {
+    pub(super) fn new(base: OwnedFd, name: Option<&OsStr>, roots: Roots, rules: Rules) -> Extractor {
         Extractor {
             base,
             name: name.map(OsStr::to_owned),
@@ -179,21 +141,44 @@ impl Extractor {
             files: HashSet::new(),
             dirs: Vec::new(),
             last_parent: None,
-            sink: None,
+            rules,
+            made: Vec::new(),
             outcome: CopyOutcome::default(),
         }
     }
 
     /// Sets each directory's own mode and mtime, once its contents are
-    /// written; what was written.
+    /// written; what was written. What a failed copy made is removed.
     pub(super) fn finish(mut self) -> io::Result<CopyOutcome> {
+        if let Err(e) = self.set_dir_modes() {
+            self.undo();
+            return Err(e);
+        }
+        Ok(self.outcome)
+    }
+
+    fn set_dir_modes(&mut self) -> io::Result<()> {
         // Deepest first, so a read-only directory is closed after its contents.
         for (rel, mode, mtime) in std::mem::take(&mut self.dirs).into_iter().rev() {
             let fd = self.open_dir(&rel)?;
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
             rustix::fs::futimens(&fd, &times(mtime))?;
         }
-        Ok(self.outcome)
+        Ok(())
+    }
+
+    /// Removes what this copy made, newest first, never through a symlink;
+    /// a directory something else has since written in is left.
+    pub(super) fn undo(&mut self) {
+        self.last_parent = None;
+        for rel in std::mem::take(&mut self.made).into_iter().rev() {
+            let (last, parents) = rel.split_last().expect("made paths are not empty");
+            let Ok(dir) = self.open_dir(parents) else { continue };
+            // What the copy made can be read-only: its owner may still remove it.
+            let is_dir = rustix::fs::statat(&dir, last, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+            let _ = rustix::fs::unlinkat(&dir, last, if is_dir { AtFlags::REMOVEDIR } else { AtFlags::empty() });
+        }
     }
 
     /// An archive path as components under the destination, or a refusal.
@@ -249,8 +234,8 @@ impl Extractor {
             return Ok(fd.clone());
         }
         let mut dir = rustix::io::dup(&self.base)?;
-        for c in parents {
-            dir = open_child_dir(dir.as_fd(), c, true).map_err(|e| {
+        for (i, c) in parents.iter().enumerate() {
+            let (next, made) = open_or_make_dir(dir.as_fd(), c).map_err(|e| {
                 let through = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR].map(|n| Some(n.raw_os_error()));
                 if through.contains(&e.raw_os_error()) {
                     refused(TarRefusal::ThroughLink { path: show(rel) })
@@ -258,6 +243,10 @@ impl Extractor {
                     e
                 }
             })?;
+            if made {
+                self.made.push(parents[..=i].to_vec());
+            }
+            dir = next;
         }
         let dir = Rc::new(dir);
         self.last_parent = Some((parents.to_vec(), dir.clone()));
@@ -274,8 +263,8 @@ impl Extractor {
             return Ok(());
         }
         // The path is checked first: a hostile header is refused by its name.
-        self.map(&raw)?;
-        let mode = entry.header().mode()? & KEPT_MODE;
+        let rel = self.map(&raw)?;
+        let mode = entry.header().mode()?;
         let mtime = entry.header().mtime()?;
         let link = || entry.link_name().map(|l| l.map(|l| l.into_owned()));
         let item = match kind {
@@ -289,20 +278,16 @@ impl Extractor {
             ),
             other => {
                 let rel = self.map(&raw)?;
-                return Err(refused(TarRefusal::Kind { path: show(&rel), kind: kind_word(other) }));
+                return Err(refused(TarRefusal::Kind { path: show(&rel), kind: kind::word(other) }));
             }
         };
-        // A big regular file's contents go from the stream into the file
-        // without a pass through a buffer here; a sparse file's holes are
-        // the tar crate's own zeros, so it is read as any other.
-        let sink = match kind {
-            tar::EntryType::Regular | tar::EntryType::Continuous if entry.size() >= SPLICE_FROM => self.sink.clone(),
-            _ => None,
-        };
-        self.put(&raw, item, mode, mtime, |file| match sink {
-            Some(sink) => sink_contents(&mut entry, file, &sink),
-            None => copy_in_chunks(&mut entry, file),
-        })
+        if matches!(item, Item::File) {
+            // Its size is what it claims, holes included (a GNU sparse
+            // entry's real size): refused before anything of it is made.
+            self.rules.budget.admit(&show(&rel), entry.size())?;
+        }
+        // A sparse entry's holes are the tar crate's zeros: landed as holes.
+        self.put(&raw, item, mode, mtime, |file, budget| land(&mut entry, file, budget))
     }
 
     /// Writes one entry at `raw` (a path as a stream names it); a file's
@@ -313,9 +298,9 @@ impl Extractor {
         item: Item,
         mode: u32,
         mtime: u64,
-        contents: impl FnOnce(&mut std::fs::File) -> io::Result<u64>,
+        contents: impl FnOnce(&mut std::fs::File, &mut Budget) -> io::Result<u64>,
     ) -> io::Result<()> {
-        let mode = mode & KEPT_MODE;
+        let mode = mode & self.rules.kept_mode;
         let rel = self.map(raw)?;
         let dir = self.parent_of(&rel)?;
         let last = rel.last().expect("mapped paths are not empty");
@@ -325,7 +310,10 @@ impl Extractor {
                     Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {}
                     // Never a file of the caller's replaced by a directory.
                     Ok(_) => return Err(io::Error::other(CopyError::NotADir { path: PathBuf::from_iter(&rel) })),
-                    Err(rustix::io::Errno::NOENT) => rustix::fs::mkdirat(&dir, last, Mode::from_raw_mode(0o700))?,
+                    Err(rustix::io::Errno::NOENT) => {
+                        rustix::fs::mkdirat(&dir, last, Mode::from_raw_mode(0o700))?;
+                        self.made.push(rel.clone());
+                    }
                     Err(e) => return Err(e.into()),
                 }
                 self.files.remove(&rel);
@@ -333,8 +321,9 @@ impl Extractor {
             }
             Item::File => {
                 let file = self.fresh_file(&dir, last, &rel)?;
+                self.made.push(rel.clone());
                 let mut file = std::fs::File::from(file);
-                self.outcome.bytes += contents(&mut file)?;
+                self.outcome.bytes += contents(&mut file, &mut self.rules.budget)?;
                 file.set_permissions(std::fs::Permissions::from_mode(mode))?;
                 rustix::fs::futimens(&file, &times(mtime))?;
                 self.files.insert(rel);
@@ -344,6 +333,7 @@ impl Extractor {
                 // A symlink is written as it is, pointing anywhere: nothing
                 // this copy writes later is ever written through one.
                 rustix::fs::symlinkat(target.as_path(), &dir, last)?;
+                self.made.push(rel.clone());
                 self.files.remove(&rel);
                 let _ = rustix::fs::utimensat(&dir, last, &times(mtime), AtFlags::SYMLINK_NOFOLLOW);
             }
@@ -361,9 +351,11 @@ impl Extractor {
                 )?;
                 let mut from = std::fs::File::from(from);
                 let meta = from.metadata()?;
-                let mut file = std::fs::File::from(self.fresh_file(&dir, last, &rel)?);
-                self.outcome.bytes += io::copy(&mut from, &mut file)?;
-                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & KEPT_MODE))?;
+                let file = std::fs::File::from(self.fresh_file(&dir, last, &rel)?);
+                self.made.push(rel.clone());
+                // Copied, as the file it names was: its holes stay holes, its bytes count.
+                self.outcome.bytes += land(&mut from, &file, &mut self.rules.budget)?;
+                file.set_permissions(std::fs::Permissions::from_mode(meta.mode() & self.rules.kept_mode))?;
                 rustix::fs::futimens(&file, &times(meta.mtime().max(0) as u64))?;
                 self.files.insert(rel);
             }
@@ -404,30 +396,22 @@ impl Extractor {
 /// Opens directory `name` in `dir` without following a symlink, making it
 /// (owner-only until its own mode is set) when `make` and it is missing.
 pub(super) fn open_child_dir(dir: BorrowedFd<'_>, name: &OsStr, make: bool) -> io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::openat(dir, name, flags, Mode::empty()) {
-        Err(rustix::io::Errno::NOENT) if make => {
-            rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))?;
-            Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
-        }
-        other => Ok(other?),
+    if make {
+        return open_or_make_dir(dir, name).map(|(fd, _)| fd);
     }
+    Ok(rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())?)
 }
 
-/// `io::copy` with chunks of a pipe's size rather than 8 KiB: a fraction
-/// of the system calls for a big file.
-fn copy_in_chunks(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
-    let mut buf = vec![0u8; PIPE_CAPACITY];
-    let mut total = 0;
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        to.write_all(&buf[..n])?;
-        total += n as u64;
+const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// Directory `name` in `dir`, made when missing; whether it was made.
+fn open_or_make_dir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(OwnedFd, bool)> {
+    match rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty()) {
+        Err(rustix::io::Errno::NOENT) => {
+            rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o700))?;
+            Ok((rustix::fs::openat(dir, name, DIR_FLAGS, Mode::empty())?, true))
+        }
+        other => Ok((other?, false)),
     }
 }
 
@@ -436,7 +420,12 @@ fn show(rel: &[OsString]) -> String {
 }
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
+
+    /// Bigger than a pipe's read: a file that comes in many reads.
+    const BIG: usize = PIPE_CAPACITY + 300 * 1024;
 
     fn tar_of(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
         let mut b = tar::Builder::new(Vec::new());
@@ -450,7 +439,7 @@ mod tests {
         let writer = std::thread::spawn(move || {
             let _ = w.write_all(&bytes);
         });
-        let got = extract(r, parent, name.map(OsStr::new));
+        let got = extract(r, parent, name.map(OsStr::new), Rules::out_of_box(super::super::land::DEFAULT_MAX_SIZE));
         writer.join().unwrap();
         got
     }
@@ -473,9 +462,9 @@ mod tests {
         b.append_data(&mut h, path, io::empty()).unwrap();
     }
 
-    /// A file big enough to be spliced, between two small ones.
+    /// A file of many reads, between two small ones.
     fn big_between_small() -> (Vec<u8>, Vec<u8>) {
-        let big: Vec<u8> = (0..SPLICE_FROM as usize * 3 + 513).map(|i| (i % 253) as u8).collect();
+        let big: Vec<u8> = (0..BIG * 3 + 513).map(|i| (i % 253) as u8).collect();
         let bytes = tar_of(|b| {
             directory(b, "t");
             file(b, "t/a", 0o644, b"first");
@@ -494,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn a_big_file_spliced_from_a_pipe_arrives_whole_and_the_next_entry_after_it() {
+    fn a_big_file_from_a_pipe_arrives_whole_and_the_next_entry_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let (bytes, big) = big_between_small();
         let got = extract_bytes(bytes, dir.path(), Some("u")).unwrap();
@@ -509,7 +498,7 @@ mod tests {
         let mut stream = tempfile::tempfile().unwrap();
         stream.write_all(&bytes).unwrap();
         io::Seek::rewind(&mut stream).unwrap();
-        let got = extract(stream, dir.path(), Some(OsStr::new("u"))).unwrap();
+        let got = extract(stream, dir.path(), Some(OsStr::new("u")), Rules::out_of_box(1 << 30)).unwrap();
         assert_eq!((got.entries, got.bytes), (4, big.len() as u64 + 9));
         assert_big_between_small(dir.path(), &big);
     }
@@ -518,7 +507,7 @@ mod tests {
     fn a_big_file_cut_short_fails_the_copy() {
         let dir = tempfile::tempdir().unwrap();
         let (mut bytes, _) = big_between_small();
-        bytes.truncate(2048 + SPLICE_FROM as usize);
+        bytes.truncate(2048 + BIG);
         assert!(extract_bytes(bytes, dir.path(), Some("u")).is_err());
     }
 
@@ -594,5 +583,86 @@ mod tests {
         let err = extract_bytes(bytes, dir.path(), Some("keep")).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
         assert_eq!(std::fs::read_to_string(dir.path().join("keep")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn out_of_a_box_no_group_or_other_write_bit_lands() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = tar_of(|b| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(tar::EntryType::Directory);
+            h.set_size(0);
+            h.set_mode(0o2777);
+            b.append_data(&mut h, "d", io::empty()).unwrap();
+            file(b, "d/f", 0o666, b"x");
+        });
+        extract_bytes(bytes, dir.path(), None).unwrap();
+        assert_eq!(std::fs::metadata(dir.path().join("d")).unwrap().mode() & 0o7777, 0o755);
+        assert_eq!(std::fs::metadata(dir.path().join("d/f")).unwrap().mode() & 0o7777, 0o644);
+    }
+
+    #[test]
+    fn a_copy_over_its_bound_leaves_nothing_it_made_and_keeps_what_was_there() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("t")).unwrap();
+        std::fs::write(dir.path().join("t/old"), "mine").unwrap();
+        let bytes = tar_of(|b| {
+            directory(b, "t");
+            directory(b, "t/sub");
+            file(b, "t/sub/a", 0o644, &[1; 3000]);
+            file(b, "t/new", 0o644, &[2; 3000]);
+            file(b, "t/z", 0o644, &[3; 3000]);
+        });
+        let base: OwnedFd = std::fs::File::open(dir.path()).unwrap().into();
+        let (r, mut w) = io::pipe().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = w.write_all(&bytes);
+        });
+        // Two files' worth: the third is over.
+        let got = extract_at(r, base, None, Roots::One, Rules::out_of_box(8 * 1024));
+        writer.join().unwrap();
+        let err = got.unwrap_err();
+        assert!(err.to_string().contains("stopped at its bound of 8 KiB"), "{err}");
+        let mut left: Vec<_> =
+            std::fs::read_dir(dir.path().join("t")).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["old"], "what the copy made was left");
+        assert_eq!(std::fs::read_to_string(dir.path().join("t/old")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_file_claiming_more_than_the_bound_is_refused_before_it_is_made() {
+        let dir = tempfile::tempdir().unwrap();
+        // A GNU sparse entry of 1 TiB holding no data, as `tar --sparse` sends one.
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::GNUSparse);
+        h.set_size(0);
+        h.set_mode(0o644);
+        let gnu = h.as_gnu_mut().unwrap();
+        gnu.set_real_size(1 << 40);
+        // The map's last entry marks the end, as GNU tar writes it.
+        gnu.sparse[0].set_offset(1 << 40);
+        gnu.sparse[0].set_length(0);
+        h.set_path("sparse").unwrap();
+        h.set_cksum();
+        let mut bytes = h.as_bytes().to_vec();
+        bytes.extend_from_slice(&[0; 1024]);
+        let err = extract_bytes(bytes, dir.path(), Some("out")).unwrap_err();
+        assert!(err.to_string().contains("is 1099511627776 bytes (1 TiB), over the copy's bound of 10 GiB"), "{err}");
+        assert!(!dir.path().join("out").exists());
+    }
+
+    #[test]
+    fn a_sparse_entry_under_the_bound_lands_with_its_holes() {
+        let dir = tempfile::tempdir().unwrap();
+        // 64 MiB of zeros but one block, sent densely (as a tar without --sparse does).
+        let mut body = vec![0u8; 64 << 20];
+        body[40 << 20] = 1;
+        let bytes = tar_of(|b| file(b, "s", 0o644, &body));
+        extract_bytes(bytes, dir.path(), None).unwrap();
+        let meta = std::fs::metadata(dir.path().join("s")).unwrap();
+        assert_eq!(meta.len(), 64 << 20);
+        assert!(meta.blocks() * 512 <= 1 << 20, "{} bytes of blocks", meta.blocks() * 512);
+        assert_eq!(std::fs::read(dir.path().join("s")).unwrap(), body);
     }
 }

@@ -13,10 +13,11 @@ use tinybox_sdk::model::{BoxId, ExecRequest};
 use tinybox_sdk::stdio::StdioFds;
 
 use super::host_dir::{self, UnderMount};
+use super::kind;
 use super::local::{blocking, piped};
 use super::{
-    CopyError, CopyOutcome, DirEntry, KEPT_MODE, TarRefusal, bounded, box_error, kind_word, local_error, not_callers,
-    refused, served,
+    CopyError, CopyOutcome, DirEntry, KEPT_MODE, TarRefusal, bounded, box_error, local_error, not_callers, refused,
+    served,
 };
 use crate::engine::{Target, Tinybox};
 use crate::error::{Error, Result};
@@ -68,6 +69,7 @@ impl Tinybox {
         };
         let mtime = self.now();
         let info = self.get(box_id)?;
+        super::outlives::check(&info, path)?;
         if let Some((ws, at)) = in_stopped_bind(&info, path)? {
             let (id, w) = (box_id.clone(), ws.clone());
             let source = host_dir::Source::Bytes { name: name.into(), bytes, mode, mtime };
@@ -105,7 +107,7 @@ impl Tinybox {
             let mut entry = entry?;
             let what = entry.header().entry_type();
             if !what.is_file() {
-                let what = kind_word(what).to_owned();
+                let what = kind::word(what).to_owned();
                 return Err(io::Error::other(CopyError::NotAFile { box_id: id, path: p, what }));
             }
             let size = entry.size();
@@ -179,7 +181,7 @@ impl Tinybox {
             kept
         });
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
-        let ran = self.exec_to_read(box_id, request, stdio, beside_bind).await;
+        let ran = self.exec_to_read(box_id, request, stdio, beside_bind, std::future::pending()).await;
         let (stdout, stderr) = (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default());
         Ok((ran?.status.shell_code(), stdout, stderr))
     }
@@ -191,17 +193,7 @@ fn parse_stat_line(line: &str) -> Option<DirEntry> {
     let size = parts.next()?.parse().ok()?;
     let mtime = parts.next()?.parse().ok()?;
     let name = parts.next()?.to_owned();
-    Some(DirEntry { name, kind: kind_of(raw), size, mode: raw & 0o7777, mtime })
-}
-
-/// A `DirEntry`'s kind for a `st_mode`.
-pub(super) fn kind_of(mode: u32) -> &'static str {
-    match rustix::fs::FileType::from_raw_mode(mode) {
-        rustix::fs::FileType::RegularFile => "file",
-        rustix::fs::FileType::Directory => "dir",
-        rustix::fs::FileType::Symlink => "symlink",
-        _ => "other",
-    }
+    Some(DirEntry { name, kind: kind::of_mode(raw), size, mode: raw & 0o7777, mtime })
 }
 
 #[cfg(test)]

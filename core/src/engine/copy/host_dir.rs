@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use tinybox_sdk::model::BoxId;
 
-use super::extract::{Extractor, Item, Roots, extract_at, open_child_dir, refused};
+use super::extract::{Extractor, Item, Roots, Rules, extract_at, open_child_dir, refused};
 use super::{CopyError, CopyOutcome, DirEntry, KEPT_MODE, PIPE_CAPACITY, TarRefusal, check_kind};
 use crate::hosts::LOCAL;
 use crate::model::BoxInfo;
@@ -188,16 +188,19 @@ pub(super) fn write_into(box_id: &BoxId, ws: &Path, dst: &UnderMount, source: So
         }
     };
     match source {
-        Source::Tar(stream) => Ok(extract_at(stream, target, None, Roots::Any)?),
+        Source::Tar(stream) => Ok(extract_at(stream, target, None, Roots::Any, Rules::into_box())?),
         Source::Tree { path, root } => {
-            let mut x = Extractor::new(target, name, Roots::One);
-            put_tree(&mut x, &path, &root)?;
+            let mut x = Extractor::new(target, name, Roots::One, Rules::into_box());
+            if let Err(e) = put_tree(&mut x, &path, &root) {
+                x.undo();
+                return Err(e);
+            }
             Ok(x.finish()?)
         }
         Source::Bytes { name: root, bytes, mode, mtime } => {
-            let mut x = Extractor::new(target, name, Roots::One);
+            let mut x = Extractor::new(target, name, Roots::One, Rules::into_box());
             let len = bytes.len() as u64;
-            x.put(Path::new(&root), Item::File, mode, mtime, |to| to.write_all(&bytes).map(|()| len))?;
+            x.put(Path::new(&root), Item::File, mode, mtime, |to, _| to.write_all(&bytes).map(|()| len))?;
             Ok(x.finish()?)
         }
     }
@@ -227,7 +230,7 @@ pub(super) fn list_beneath(box_id: &BoxId, ws: &Path, dir: &UnderMount) -> Resul
         };
         entries.push(DirEntry {
             name: name.to_string_lossy().into_owned(),
-            kind: super::files::kind_of(st.st_mode),
+            kind: super::kind::of_mode(st.st_mode),
             size: st.st_size.max(0) as u64,
             mode: st.st_mode & 0o7777,
             mtime: st.st_mtime.max(0) as u64,
@@ -248,16 +251,16 @@ fn put_tree(x: &mut Extractor, src: &Path, root: &OsStr) -> Result<(), Stop> {
         let (mode, mtime) = (meta.mode() & KEPT_MODE, meta.mtime().max(0) as u64);
         let t = meta.file_type();
         if t.is_symlink() {
-            x.put(&name, Item::Symlink(std::fs::read_link(&path)?), mode, mtime, |_| Ok(0))?;
+            x.put(&name, Item::Symlink(std::fs::read_link(&path)?), mode, mtime, |_, _| Ok(0))?;
         } else if t.is_dir() {
-            x.put(&name, Item::Dir, mode, mtime, |_| Ok(0))?;
+            x.put(&name, Item::Dir, mode, mtime, |_, _| Ok(0))?;
             for child in std::fs::read_dir(&path)? {
                 let child = child?;
                 pending.push((child.path(), name.join(child.file_name())));
             }
         } else {
             let from = std::fs::File::open(&path)?;
-            x.put(&name, Item::File, mode, mtime, |to| copy_sized(&from, to, meta.len()))?;
+            x.put(&name, Item::File, mode, mtime, |to, _| copy_sized(&from, to, meta.len()))?;
         }
     }
     Ok(())

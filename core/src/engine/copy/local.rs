@@ -4,11 +4,11 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::extract::extract;
+use super::dest::{BoxDirs, resolve};
+use super::extract::{Roots, Rules, extract_at};
 use super::{CopyError, CopyOutcome, KEPT_MODE, Local, PIPE_CAPACITY, SPLICE_FROM};
 use crate::error::{Error, Result};
 
@@ -16,17 +16,38 @@ use crate::error::{Error, Result};
 /// at a path here, or passes it on as it is.
 pub(super) type Consumer = Box<dyn FnOnce(io::PipeReader) -> io::Result<CopyOutcome> + Send>;
 
-pub(super) fn consumer_of(local: Local) -> Result<Consumer, CopyError> {
+/// What a copy out may do here: where a box writes, and how much it may land.
+#[derive(Debug, Clone)]
+pub(super) struct Landing {
+    pub dirs: BoxDirs,
+    pub max_size: u64,
+}
+
+/// The consumer of a copy out to `local`; a path's destination is resolved
+/// now, before the box sends anything (dest.rs).
+pub(super) fn consumer_of(local: Local, landing: &Landing) -> Result<Consumer, CopyError> {
+    let max_size = landing.max_size;
     Ok(match local {
         Local::Path(dst) => {
-            let (parent, name) = destination(&dst)?;
-            Box::new(move |r: io::PipeReader| extract(r, &parent, name.as_deref()))
+            let (parent, name) = resolve(&dst, &landing.dirs)?;
+            Box::new(move |r: io::PipeReader| {
+                extract_at(r, parent, name.as_deref(), Roots::One, Rules::out_of_box(max_size))
+            })
         }
-        Local::Tar(fd) => Box::new(move |mut r: io::PipeReader| {
-            let n = io::copy(&mut r, &mut std::fs::File::from(fd))?;
-            Ok(CopyOutcome { entries: 0, bytes: n })
-        }),
+        Local::Tar(fd) => Box::new(move |r: io::PipeReader| pass_on(r, std::fs::File::from(fd), max_size)),
     })
+}
+
+/// The box's tar passed on as it is, up to `max_size` bytes: one byte more
+/// stops it (the stream it was written to is then cut short, which its
+/// reader sees as a truncated archive).
+fn pass_on(mut r: io::PipeReader, mut to: std::fs::File, max_size: u64) -> io::Result<CopyOutcome> {
+    let n = io::copy(&mut (&mut r).take(max_size), &mut to)?;
+    let mut more = [0u8; 1];
+    if n == max_size && r.read(&mut more)? > 0 {
+        return Err(io::Error::other(CopyError::StreamOverBound { limit: max_size }));
+    }
+    Ok(CopyOutcome { entries: 0, bytes: n })
 }
 
 /// Runs `f` on a thread of the blocking pool.
@@ -125,25 +146,4 @@ pub(super) fn send_tree(src: &Path, root: &OsStr, w: io::PipeWriter) -> io::Resu
     }
     b.into_inner()?.flush()?;
     Ok(outcome)
-}
-
-/// Where a copy out lands: the directory to write in and the name its
-/// root takes there (`None`: the name the box's tar gives it).
-pub(super) fn destination(dst: &Path) -> Result<(PathBuf, Option<OsString>), CopyError> {
-    if dst.is_dir() {
-        return Ok((dst.to_owned(), None));
-    }
-    let trailing = dst.as_os_str().as_bytes().ends_with(b"/");
-    let name = match dst.components().next_back() {
-        Some(Component::Normal(n)) if !trailing => n.to_owned(),
-        _ => return Err(CopyError::NoLocalDir { path: dst.to_owned() }),
-    };
-    let parent = match dst.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    if !parent.is_dir() {
-        return Err(CopyError::NoLocalDir { path: parent });
-    }
-    Ok((parent, Some(name)))
 }

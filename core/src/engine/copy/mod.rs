@@ -13,7 +13,13 @@
 //! way is opened with O_NOFOLLOW from the destination's parent), no device
 //! node or fifo, a hard link only to a file this copy wrote (and then
 //! copied, never linked). What is written belongs to the caller, carries no
-//! setuid, setgid or sticky bit, and no extended attribute.
+//! setuid, setgid or sticky bit, no group or other write bit, and no
+//! extended attribute. The destination is resolved before the box sends
+//! anything, never through a symlink inside a box's workspace directory
+//! (dest.rs); holes stay holes, a copy out is bounded, and one that fails
+//! removes what it made (land.rs, ADR 0026). A copy in to a path its box
+//! does not keep from one command to the next is refused (the driver's
+//! `persistent_paths`).
 
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
@@ -23,16 +29,22 @@ use tinybox_sdk::model::{BoxId, ExecRequest};
 use tinybox_sdk::stdio::StdioFds;
 
 mod archive;
+mod dest;
 mod extract;
 mod files;
 mod host_dir;
+mod kind;
+mod land;
 mod local;
+mod outlives;
 
 use super::{Target, Tinybox};
 use crate::error::{Error, Result};
 use crate::model::Phase;
 use extract::refused;
-use local::{blocking, check_kind, consumer_of, piped, root_name, send_tree};
+use local::{Landing, blocking, check_kind, consumer_of, piped, root_name, send_tree};
+
+pub use land::DEFAULT_MAX_SIZE;
 
 /// The bits a copied file keeps: permissions only; setuid, setgid and
 /// sticky never survive a copy in either direction.
@@ -76,6 +88,10 @@ pub struct CopyRequest {
     /// Relative paths are the box's working directory's.
     pub box_path: String,
     pub local: Local,
+    /// Out: the most it may write here in all, and the largest size any
+    /// one file of it may claim (holes included); past either the copy
+    /// stops and removes what it wrote. `None`: [`DEFAULT_MAX_SIZE`].
+    pub max_size: Option<u64>,
 }
 
 /// `SRC DST` as `tinybox cp` takes them: exactly one of the two is
@@ -135,6 +151,33 @@ pub enum CopyError {
     NotAFile { box_id: BoxId, path: String, what: String },
     #[error("{path} in box {box_id} is {size} bytes, over the {limit}-byte bound; copy it with tinybox cp instead")]
     TooBig { box_id: BoxId, path: String, size: u64, limit: u64 },
+    #[error(
+        "{path} is {size} bytes ({}), over the copy's bound of {}; nothing of the copy was left here (tinybox cp --max-size SIZE raises the bound)",
+        land::human(*.size), land::human(*.limit)
+    )]
+    FileOverBound { path: String, size: u64, limit: u64 },
+    #[error(
+        "the copy stopped at its bound of {} written here; nothing of it was left here (tinybox cp --max-size SIZE raises the bound)",
+        land::human(*.limit)
+    )]
+    WrittenOverBound { limit: u64 },
+    #[error(
+        "the tar stream stopped at the copy's bound of {} sent, cut short (tinybox cp --max-size SIZE raises the bound)",
+        land::human(*.limit)
+    )]
+    StreamOverBound { limit: u64 },
+    #[error(
+        "{dst} passes through {link}, a symlink in box {box_id}'s workspace {ws}, which the box can point anywhere; copy to a path that does not pass through it",
+        dst = .dst.display(), link = .link.display(), ws = .ws.display()
+    )]
+    ThroughBoxLink { dst: PathBuf, link: PathBuf, box_id: BoxId, ws: PathBuf },
+    #[error("cannot reach {path} here: {detail}")]
+    Local { path: PathBuf, detail: String },
+    #[error(
+        "{sandbox} box {box_id} keeps only {} between commands, so {path} would be gone when the copy ends; copy to {}/... instead",
+        .keeps.join(", "), .keeps.first().map(String::as_str).unwrap_or("/workspace")
+    )]
+    NotKept { sandbox: String, box_id: BoxId, path: String, keeps: Vec<String> },
 }
 
 /// What in a box's tar stream this side never writes: each entry is
@@ -248,15 +291,19 @@ impl Tinybox {
     /// Copies as `request` says; see the module's documentation for what a
     /// tar from a box may not do here.
     pub async fn copy(&self, request: CopyRequest) -> Result<CopyOutcome> {
-        let CopyRequest { box_id, direction, box_path, local } = request;
+        let CopyRequest { box_id, direction, box_path, local, max_size } = request;
         if box_path.is_empty() {
             return Err(CopyError::EmptyBoxPath { box_id }.into());
         }
-        let local = match self.copy_by_directory(&box_id, direction, &box_path, local).await? {
+        if direction == Direction::In {
+            outlives::check(&self.get(&box_id)?, &box_path)?;
+        }
+        let landing = self.landing(max_size)?;
+        let local = match self.copy_by_directory(&box_id, direction, &box_path, local, &landing).await? {
             Ok(outcome) => return Ok(outcome),
             Err(local) => local,
         };
-        let local = match self.copy_by_archive(&box_id, direction, &box_path, local).await? {
+        let local = match self.copy_by_archive(&box_id, direction, &box_path, local, &landing).await? {
             Ok(outcome) => return Ok(outcome),
             Err(local) => local,
         };
@@ -280,9 +327,20 @@ impl Tinybox {
                 // A stopped bound box's snapshot holds all of it but its bind.
                 let info = self.get(&box_id)?;
                 let beside_bind = host_dir::bound_here(&info).is_some() && host_dir::under_mount(&box_path).is_none();
-                self.copy_out(&box_id, &box_path, consumer_of(local)?, beside_bind).await
+                self.copy_out(&box_id, &box_path, consumer_of(local, &landing)?, beside_bind).await
             }
         }
+    }
+
+    /// What a copy out may do here: the workspace directories of this
+    /// store's boxes on this machine are the box's to shape.
+    fn landing(&self, max_size: Option<u64>) -> Result<Landing> {
+        let local = crate::model::HostName::local();
+        let dirs = self.list()?.into_iter().filter(|info| info.spec.workspace.host == local).filter_map(|info| {
+            let dir = info.bound_dir()?.to_owned();
+            Some((info.id, dir))
+        });
+        Ok(Landing { dirs: dest::BoxDirs::new(dirs), max_size: max_size.unwrap_or(DEFAULT_MAX_SIZE) })
     }
 
     /// A copy served from or to the box's workspace directory here
@@ -299,6 +357,7 @@ impl Tinybox {
         direction: Direction,
         box_path: &str,
         local: Local,
+        landing: &Landing,
     ) -> Result<std::result::Result<CopyOutcome, Local>> {
         let info = self.get(box_id)?;
         let stopped = info.phase == Phase::Stopped;
@@ -355,7 +414,7 @@ impl Tinybox {
                 match found {
                     Ok((dir, name)) => {
                         let producer = move |w: io::PipeWriter| host_dir::send_beneath(dir, name.as_deref(), w);
-                        piped(producer, consumer_of(local)?).await?.map_err(host_dir::Stop::Io)
+                        piped(producer, consumer_of(local, landing)?).await?.map_err(host_dir::Stop::Io)
                     }
                     Err(e) => Err(e),
                 }
@@ -415,23 +474,40 @@ impl Tinybox {
         let stdin = std::fs::File::open("/dev/null").map_err(io_err)?;
         let stdio = StdioFds { stdin: stdin.into(), stdout: out_w.into(), stderr: err_w.into() };
         let request = ExecRequest::new(["sh", "-c", OUT_SCRIPT, "sh", src]);
-        let receiving = tokio::task::spawn_blocking(move || consumer(out_r));
+        // A copy refused here stops the box's tar: its stream may not end
+        // by itself (a terabyte of zeros) when nothing passes the closed
+        // pipe back to it (a microVM's channel).
+        let (refused_tx, refused_rx) = tokio::sync::oneshot::channel::<()>();
+        let receiving = tokio::task::spawn_blocking(move || {
+            let got = consumer(out_r);
+            if got.is_err() {
+                let _ = refused_tx.send(());
+            }
+            got
+        });
+        let cancel = async move {
+            if refused_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         let stderr = tokio::task::spawn_blocking(move || bounded(err_r));
         // A stopped box is read from its snapshot where its sandbox can (stopped.rs).
-        let ran = self.exec_to_read(box_id, request, stdio, beside_bind).await;
+        let ran = self.exec_to_read(box_id, request, stdio, beside_bind, cancel).await;
         let received = receiving.await.map_err(|e| Error::io("the copy's receiver stopped", io::Error::other(e)))?;
         let stderr = stderr.await.unwrap_or_default();
-        let code = ran?.status.shell_code();
         // The script's own refusals come before tar runs, so nothing was
         // sent; past that, a refusal here is the answer even when the box's
-        // tar then died of the closed pipe.
-        if matches!(code, 121 | 122 | 127) {
-            return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
+        // tar then died of the closed pipe, or was stopped for it.
+        if let Ok(ran) = &ran
+            && matches!(ran.status.shell_code(), 121 | 122 | 127)
+        {
+            return Err(box_error(box_id, src, ran.status.shell_code(), &stderr, "read the copy").into());
         }
         let outcome = received.map_err(|e| local_error("cannot write the copy", e));
         if let Err(Error::Copy(_)) = &outcome {
             return outcome;
         }
+        let code = ran?.status.shell_code();
         if code != 0 {
             return Err(box_error(box_id, src, code, &stderr, "read the copy").into());
         }
@@ -501,19 +577,6 @@ fn box_error(box_id: &BoxId, path: &str, code: i32, stderr: &str, what: &'static
     }
 }
 
-fn kind_word(t: tar::EntryType) -> &'static str {
-    match t {
-        tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => "file",
-        tar::EntryType::Directory => "directory",
-        tar::EntryType::Symlink => "symlink",
-        tar::EntryType::Link => "hard link",
-        tar::EntryType::Char => "character device",
-        tar::EntryType::Block => "block device",
-        tar::EntryType::Fifo => "fifo",
-        _ => "special entry",
-    }
-}
-
 /// Reads a stream to its end, keeping the first [`STDERR_BOUND`] bytes.
 fn bounded(mut r: io::PipeReader) -> String {
     let mut kept = Vec::new();
@@ -553,7 +616,7 @@ mod tests {
             move || send_tree(&t, OsStr::new("t"), w)
         });
         let dst = tempfile::tempdir().unwrap();
-        let got = extract(r, dst.path(), Some(OsStr::new("u"))).unwrap();
+        let got = extract(r, dst.path(), Some(OsStr::new("u")), extract::Rules::out_of_box(DEFAULT_MAX_SIZE)).unwrap();
         let sent = sender.join().unwrap().unwrap();
         assert_eq!((sent.entries, sent.bytes), (3, big.len() as u64 + 1));
         assert_eq!((got.entries, got.bytes), (3, big.len() as u64 + 1));

@@ -42,7 +42,12 @@ impl SandboxDriver for Relay {
             Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
             _ => None,
         };
-        Ok(CreateResult { handle: serde_json::json!({ "workdir": workdir }), workdir, isolation: None })
+        Ok(CreateResult {
+            handle: serde_json::json!({ "workdir": workdir }),
+            workdir,
+            isolation: None,
+            persistent_paths: None,
+        })
     }
 
     async fn exec(&self, host: &HostHandle, p: ExecParams) -> Result<ExitStatus, DriverError> {
