@@ -191,9 +191,7 @@ impl Tinybox {
     /// that box is nobody's yet, and whatever an exec or a copy left in it
     /// would be handed out with it.
     fn instance<'a>(&self, info: &'a BoxInfo) -> Result<&'a Instance> {
-        if let (true, Some(pool)) = (info.is_pooled(), &info.pool) {
-            return Err(waiting_in_pool(&info.id, pool));
-        }
+        not_pooled(info)?;
         match (&info.phase, &info.workspace) {
             (Phase::Created, Some(ws)) => Ok(ws),
             (Phase::Removing, _) => Err(being_removed(&info.id)),
@@ -208,6 +206,15 @@ impl Tinybox {
                 hint: format!("remove it with `tinybox rm {}`", info.id),
             }),
         }
+    }
+}
+
+/// Refuses a box still waiting in a warm pool, for a use that does not go
+/// through [`Tinybox::instance`] (a copy served from its bound directory).
+pub(crate) fn not_pooled(info: &BoxInfo) -> Result<()> {
+    match (info.is_pooled(), &info.pool) {
+        (true, Some(pool)) => Err(waiting_in_pool(&info.id, pool)),
+        _ => Ok(()),
     }
 }
 

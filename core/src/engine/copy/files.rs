@@ -69,6 +69,7 @@ impl Tinybox {
         };
         let mtime = self.now();
         let info = self.get(box_id)?;
+        crate::engine::not_pooled(&info)?;
         super::outlives::check(&info, path)?;
         if let Some((ws, at)) = in_stopped_bind(&info, path)? {
             let (id, w) = (box_id.clone(), ws.clone());
@@ -123,6 +124,7 @@ impl Tinybox {
             Ok(CopyOutcome { entries: 1, bytes: size })
         };
         let info = self.get(box_id)?;
+        crate::engine::not_pooled(&info)?;
         if let Some((ws, at)) = in_stopped_bind(&info, path)? {
             let (id, w) = (box_id.clone(), ws.clone());
             let found = blocking(move || host_dir::find_source(&id, &w, &at)).await?;
@@ -139,6 +141,7 @@ impl Tinybox {
     /// The entries of directory `path` in the box.
     pub async fn list_dir(&self, box_id: &BoxId, path: &str) -> Result<Vec<DirEntry>> {
         let info = self.get(box_id)?;
+        crate::engine::not_pooled(&info)?;
         if let Some((ws, at)) = in_stopped_bind(&info, path)? {
             let (id, w) = (box_id.clone(), ws.clone());
             let listed = blocking(move || host_dir::list_beneath(&id, &w, &at)).await?;

@@ -295,8 +295,10 @@ impl Tinybox {
         if box_path.is_empty() {
             return Err(CopyError::EmptyBoxPath { box_id }.into());
         }
+        let info = self.get(&box_id)?;
+        super::not_pooled(&info)?;
         if direction == Direction::In {
-            outlives::check(&self.get(&box_id)?, &box_path)?;
+            outlives::check(&info, &box_path)?;
         }
         let landing = self.landing(max_size)?;
         let local = match self.copy_by_directory(&box_id, direction, &box_path, local, &landing).await? {
