@@ -236,14 +236,7 @@ fn tls_failure(e: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
 }
 
 fn is_connect(e: &OciDistributionError) -> bool {
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = next {
-        if let Some(r) = err.downcast_ref::<reqwest::Error>() {
-            return r.is_connect() || r.is_timeout();
-        }
-        next = err.source();
-    }
-    false
+    matches!(e, OciDistributionError::RequestError(r) if r.is_connect() || r.is_timeout())
 }
 
 fn chain(e: &dyn std::error::Error) -> String {
