@@ -40,18 +40,24 @@ impl BlobWriter {
         self.hasher.is_empty()
     }
 
-    /// Names the blob by its digest if that is `expected` (and its size
-    /// `size`, when known); otherwise removes it and refuses.
-    pub fn commit(mut self, what: &str, expected: &Digest, size: Option<u64>) -> Result<PathBuf> {
-        self.file.flush().map_err(|e| ImageError::io("cannot write a blob to the image store", e))?;
+    /// Whether what was written so far is `expected` (and `size` bytes, when known).
+    pub fn verify(&self, what: &str, expected: &Digest, size: Option<u64>) -> Result<()> {
         let written = self.hasher.len();
-        let actual = self.hasher.finish();
+        let actual = self.hasher.clone().finish();
         if &actual != expected {
             return Err(ImageError::DigestMismatch { what: what.to_owned(), expected: expected.clone(), actual });
         }
         if let Some(size) = size.filter(|s| *s != written) {
             return Err(ImageError::SizeMismatch { what: what.to_owned(), size: written, expected: size });
         }
+        Ok(())
+    }
+
+    /// Names the blob by its digest if that is `expected` (and its size
+    /// `size`, when known); otherwise removes it and refuses.
+    pub fn commit(mut self, what: &str, expected: &Digest, size: Option<u64>) -> Result<PathBuf> {
+        self.file.flush().map_err(|e| ImageError::io("cannot write a blob to the image store", e))?;
+        self.verify(what, expected, size)?;
         let path = self.blobs.join(expected.hex());
         self.file.persist(&path).map_err(|e| ImageError::io(format!("cannot keep blob {expected}"), e.error))?;
         Ok(path)

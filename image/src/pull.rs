@@ -204,7 +204,14 @@ impl ImageStore {
         });
         let mut writer = self.blob_writer()?;
         let mut stream = remote.blob_stream(reference, &layer.digest).await?;
+        let mut complete = true;
         while let Some(chunk) = stream.next().await {
+            // oci-client checks the digest too, at the end: ours below says which bytes were wrong.
+            if let Err(e) = &chunk
+                && e.get_ref().is_some_and(|inner| inner.is::<oci_client::errors::DigestError>())
+            {
+                break;
+            }
             let chunk = chunk.map_err(|e| ImageError::Unreachable {
                 registry: remote.registry().into(),
                 detail: format!("the download of layer {} broke off: {e}", layer.digest),
@@ -213,10 +220,16 @@ impl ImageStore {
             progress.advance(chunk.len() as u64);
             if unpacking.is_some() && tx.send(chunk).await.is_err() {
                 // The unpacker stopped: it refused the layer, which it says below.
+                complete = false;
                 break;
             }
         }
         drop(tx);
+        let what = format!("layer {}", layer.digest);
+        // All of it came: wrong bytes are a digest mismatch whatever the unpacker made of them.
+        if complete {
+            writer.verify(&what, &layer.digest, Some(layer.size))?;
+        }
         let staged = match unpacking {
             Some(task) => Some(task.await.map_err(|e| ImageError::io("unpacking stopped", std::io::Error::other(e)))?),
             None => None,
@@ -224,7 +237,7 @@ impl ImageStore {
         // A refused layer keeps nothing, not even its (authentic) blob.
         let staged = staged.transpose()?.flatten();
         let size = writer.len();
-        writer.commit(&format!("layer {}", layer.digest), &layer.digest, Some(layer.size))?;
+        writer.commit(&what, &layer.digest, Some(layer.size))?;
         if let Some(staged) = staged {
             staged.install()?;
         }
