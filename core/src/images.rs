@@ -10,6 +10,9 @@ pub use tinybox_image::{
     Quiet, RegistryOptions, Removed,
 };
 
+/// Removes a tree of the image store, never following a symlink.
+pub use tinybox_image::beneath::remove_tree;
+
 /// The directory of a store that holds its images.
 pub const IMAGES_DIR: &str = "images";
 

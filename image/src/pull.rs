@@ -100,6 +100,8 @@ impl ImageStore {
         let config_bytes = match crate::blobs::read_verified(&self.blob_path(&id), &id) {
             Ok(bytes) => bytes,
             Err(_) => {
+                // Absent, or torn by a crash: fetched again either way.
+                let _ = std::fs::remove_file(self.blob_path(&id));
                 let bytes = remote.small_blob(&parsed, &id).await?;
                 self.put_small(&bytes, &id)?;
                 bytes
@@ -184,15 +186,22 @@ impl ImageStore {
                 return Ok(0);
             }
             // Stored by an earlier pull that stopped before unpacking it: read back, checked again.
-            let (store, layer) = (self.clone(), layer.clone());
-            return tokio::task::spawn_blocking(move || {
+            let (store, owned) = (self.clone(), layer.clone());
+            let reused = tokio::task::spawn_blocking(move || {
                 let file = std::fs::File::open(&blob)
                     .map_err(|e| ImageError::io(format!("cannot read {}", blob.display()), e))?;
-                crate::layers::unpack_blob(&store, file, &layer.digest, &layer.diff_id)
+                crate::layers::unpack_blob(&store, file, &owned.digest, &owned.diff_id)
             })
             .await
-            .map_err(|e| ImageError::io("unpacking stopped", std::io::Error::other(e)))?
-            .map(|()| 0);
+            .map_err(|e| ImageError::io("unpacking stopped", std::io::Error::other(e)))?;
+            match reused {
+                Ok(()) => return Ok(0),
+                // Torn by a crash: it goes, and is fetched again below.
+                Err(ImageError::DigestMismatch { .. }) => {
+                    let _ = std::fs::remove_file(self.blob_path(&layer.digest));
+                }
+                Err(e) => return Err(e),
+            }
         }
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
         let unpacking = (!unpacked).then(|| {

@@ -129,6 +129,47 @@ fn a_pull_stacks_layers_with_whiteouts_and_a_second_pull_uses_the_cache() {
 }
 
 #[test]
+fn an_interrupted_pull_resumes_from_the_blobs_it_had_verified() {
+    if skip_unless_registry("an_interrupted_pull_resumes_from_the_blobs_it_had_verified") {
+        return;
+    }
+    let reg = Registry::plain();
+    let layers = whiteout_layers();
+    reg.push("app:1", &layers, "linux", "amd64");
+    let cli = Cli::new();
+    let reference = reg.reference("app:1");
+    let (code, _, err) = image(&cli, &["pull", &reference], no_creds().path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    // What a pull killed after its downloads leaves: blobs named, no
+    // record, no layer, no root; a half-written file in tmp/; and one blob
+    // torn (a crash before its bytes reached the disk).
+    let images = cli.home.path().join("images");
+    std::fs::remove_file(images.join("images.json")).unwrap();
+    for dir in ["layers/sha256", "rootfs/sha256"] {
+        for e in std::fs::read_dir(images.join(dir)).unwrap().flatten() {
+            tinybox_core::images::remove_tree(&e.path()).unwrap();
+        }
+    }
+    std::fs::write(images.join("tmp/blob-half"), b"half a download").unwrap();
+    let torn = sha256_hex(&layers[1]);
+    std::fs::write(images.join("blobs/sha256").join(&torn), &layers[1][..100]).unwrap();
+    let (code, json, err) = image(&cli, &["pull", &reference], no_creds().path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json["cached"], false);
+    assert_eq!(json["fetched_bytes"], layers[1].len() as u64, "only the torn blob is fetched again");
+    let rootfs = rootfs_of(&cli, &reference);
+    assert_eq!(std::fs::read(rootfs.join("cache/new")).unwrap(), b"two");
+    let (code, _, err) = image(&cli, &["prune", "--dry-run"], no_creds().path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(images.join("tmp/blob-half").exists(), "a dry run removed something");
+    Images::open(cli.home.path()).add_user(&reference, "box-1").unwrap();
+    let (code, _, err) = image(&cli, &["prune"], no_creds().path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!images.join("tmp/blob-half").exists(), "prune left an interrupted pull's file");
+    assert!(rootfs.join("cache/new").exists(), "prune removed an image in use");
+}
+
+#[test]
 fn an_index_with_no_entry_for_this_machine_is_one_line_naming_what_it_has() {
     if skip_unless_registry("an_index_with_no_entry_for_this_machine_is_one_line_naming_what_it_has") {
         return;
