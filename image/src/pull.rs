@@ -79,6 +79,35 @@ impl ImageStore {
         };
         let _lock = self.shared_lock()?;
         self.make_dirs()?;
+        let added = Added::default();
+        let pulled = self
+            .pull_locked(&remote, &parsed, name, manifest, manifest_body, manifest_digest, index, progress, &added)
+            .await;
+        // A refused pull changes nothing; a broken connection keeps what it
+        // verified, for the next pull to resume from.
+        if let Err(e) = &pulled
+            && !matches!(e, ImageError::Unreachable { .. })
+        {
+            for path in added.0.into_inner().unwrap_or_default() {
+                let _ = crate::beneath::remove_tree(&path);
+            }
+        }
+        pulled
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn pull_locked(
+        &self,
+        remote: &Remote,
+        parsed: &Reference,
+        name: String,
+        manifest: Box<OciImageManifest>,
+        manifest_body: Vec<u8>,
+        manifest_digest: Digest,
+        index: Option<(Vec<u8>, Digest)>,
+        progress: &dyn Progress,
+        added: &Added,
+    ) -> Result<Pulled> {
         let id = Digest::parse(&manifest.config.digest)?;
         if self.records()?.images.contains_key(&id) {
             let image = self.update(|records| {
@@ -102,8 +131,8 @@ impl ImageStore {
             Err(_) => {
                 // Absent, or torn by a crash: fetched again either way.
                 let _ = std::fs::remove_file(self.blob_path(&id));
-                let bytes = remote.small_blob(&parsed, &id).await?;
-                self.put_small(&bytes, &id)?;
+                let bytes = remote.small_blob(parsed, &id).await?;
+                added.put(self, &bytes, &id)?;
                 bytes
             }
         };
@@ -113,7 +142,7 @@ impl ImageStore {
         let to_fetch: Vec<_> = layers.iter().filter(|l| !self.blob_path(&l.digest).exists()).collect();
         progress.start(to_fetch.iter().map(|l| l.size).sum(), to_fetch.len());
         let fetched: Vec<u64> = futures_util::stream::iter(layers.iter())
-            .map(|layer| self.fetch_layer(&remote, &parsed, layer, progress))
+            .map(|layer| self.fetch_layer(remote, parsed, layer, progress, added))
             .buffer_unordered(CONCURRENT_LAYERS)
             .try_collect()
             .await?;
@@ -124,9 +153,9 @@ impl ImageStore {
         tokio::task::spawn_blocking(move || crate::layers::ensure_rootfs(&store, &image_id, &diff_ids))
             .await
             .map_err(|e| ImageError::io("stacking layers stopped", std::io::Error::other(e)))??;
-        self.put_small(&manifest_body, &manifest_digest)?;
+        added.put(self, &manifest_body, &manifest_digest)?;
         if let Some((body, digest)) = &index {
-            self.put_small(body, digest)?;
+            added.put(self, body, digest)?;
         }
         let size = layers.iter().map(|l| l.size).sum::<u64>() + config_bytes.len() as u64;
         let record = ImageRecord {
@@ -178,6 +207,7 @@ impl ImageStore {
         reference: &Reference,
         layer: &LayerRecord,
         progress: &dyn Progress,
+        added: &Added,
     ) -> Result<u64> {
         let blob = self.blob_path(&layer.digest);
         let unpacked = self.layer_dir(&layer.diff_id).exists();
@@ -195,7 +225,10 @@ impl ImageStore {
             .await
             .map_err(|e| ImageError::io("unpacking stopped", std::io::Error::other(e)))?;
             match reused {
-                Ok(()) => return Ok(0),
+                Ok(()) => {
+                    added.push(self.layer_dir(&layer.diff_id));
+                    return Ok(0);
+                }
                 // Torn by a crash: it goes, and is fetched again below.
                 Err(ImageError::DigestMismatch { .. }) => {
                     let _ = std::fs::remove_file(self.blob_path(&layer.digest));
@@ -246,9 +279,10 @@ impl ImageStore {
         // A refused layer keeps nothing, not even its (authentic) blob.
         let staged = staged.transpose()?.flatten();
         let size = writer.len();
-        writer.commit(&what, &layer.digest, Some(layer.size))?;
+        added.push(writer.commit(&what, &layer.digest, Some(layer.size))?);
         if let Some(staged) = staged {
             staged.install()?;
+            added.push(self.layer_dir(&layer.diff_id));
         }
         Ok(size)
     }
@@ -295,6 +329,25 @@ pub(crate) fn check_platform(name: &str, config: &ImageConfig) -> Result<()> {
         want: want.to_string(),
         have: vec![format!("{}/{}", config.os, config.architecture)],
     })
+}
+
+/// What one pull named in the store, to be taken back if it is refused.
+#[derive(Default)]
+pub(crate) struct Added(std::sync::Mutex<Vec<std::path::PathBuf>>);
+
+impl Added {
+    fn push(&self, path: std::path::PathBuf) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
+
+    /// Keeps a small blob (if not there yet), noting it.
+    fn put(&self, store: &ImageStore, bytes: &[u8], digest: &Digest) -> Result<()> {
+        if !store.blob_path(digest).exists() {
+            store.put_small(bytes, digest)?;
+            self.push(store.blob_path(digest));
+        }
+        Ok(())
+    }
 }
 
 /// The downloaded chunks as a reader for the unpacker's thread.
