@@ -66,9 +66,14 @@ impl Remote {
             None => None,
         };
         let make = |protocol: ClientProtocol| -> Result<Client> {
+            // The system's roots, read once, and the caller's CA: given as the
+            // only roots, so no client reads the system's again (reqwest's
+            // platform verifier reads every file of /etc/ssl/certs per client).
+            let mut roots = system_roots().to_vec();
+            roots.extend(ca.iter().cloned());
             let config = ClientConfig {
                 protocol,
-                extra_root_certificates: ca.iter().cloned().collect(),
+                tls_certs_only: roots,
                 platform_resolver: None,
                 connect_timeout: Some(std::time::Duration::from_secs(10)),
                 read_timeout: Some(std::time::Duration::from_secs(60)),
@@ -193,6 +198,19 @@ impl Remote {
             None => ImageError::Registry { registry, detail: chain(&e) },
         }
     }
+}
+
+/// This machine's trusted roots (the same files the platform verifier
+/// reads on Linux), loaded once per process.
+fn system_roots() -> &'static [Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        rustls_native_certs::load_native_certs()
+            .certs
+            .into_iter()
+            .map(|c| Certificate { encoding: CertificateEncoding::Der, data: c.to_vec() })
+            .collect()
+    })
 }
 
 fn read_ca(path: &Path) -> Result<Certificate> {
