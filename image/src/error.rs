@@ -71,6 +71,8 @@ pub enum ImageError {
     Digest(#[from] BadDigest),
     #[error("the image store's {path} is damaged ({detail}); `tinybox image prune` keeps what is whole")]
     Corrupt { path: PathBuf, detail: String },
+    #[error("this engine has no store directory, so it keeps no images")]
+    NoStore,
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -45,7 +45,9 @@ impl ImageCmd {
 }
 
 fn images(app: &App) -> Result<Images, Error> {
-    app.engine.images().ok_or_else(|| Error::NotVerifiable("this store keeps no images".into()))
+    app.engine
+        .images()
+        .ok_or(Error::Image(tinybox_core::images::ImagesError(tinybox_core::images::ImageError::NoStore)))
 }
 
 /// Bytes as people read them.
