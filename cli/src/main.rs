@@ -79,6 +79,9 @@ enum Command {
     PortForward(commands::forward::PortForwardCmd),
     /// List the port forwards held now.
     Ports(commands::forward::PortsCmd),
+    /// OCI images: pull from a registry, import an archive, list, inspect, remove, prune.
+    #[command(subcommand)]
+    Image(commands::image::ImageCmd),
     /// Warm pools: boxes made ahead, handed out at once by `create --pool NAME`.
     #[command(subcommand)]
     Pool(commands::pool::PoolCmd),

@@ -181,6 +181,8 @@ pub enum Error {
     Allowlist(#[from] crate::egress::AllowlistError),
     #[error(transparent)]
     Egress(#[from] crate::egress::EgressError),
+    #[error(transparent)]
+    Image(#[from] crate::images::ImagesError),
     /// A create whose driver failed without saying what it made (it died,
     /// timed out, broke the protocol, or lost its daemon): the `creating`
     /// record is kept, so `rm` finds and removes whatever was made.
@@ -337,6 +339,11 @@ impl Error {
             Error::Ceiling(_) => ErrorKind::Invalid,
             Error::Allowlist(_) => ErrorKind::Invalid,
             Error::Egress(e) => e.kind(),
+            Error::Image(e) if e.is_refusal() => ErrorKind::Invalid,
+            Error::Image(crate::images::ImagesError(tinybox_image::ImageError::Unreachable { .. })) => {
+                ErrorKind::Unavailable
+            }
+            Error::Image(_) => ErrorKind::Io,
             Error::Sync(SyncError::Io { .. }) => ErrorKind::Io,
             Error::Sync(_) => ErrorKind::Invalid,
             Error::Store(StoreError::NotFound(_)) => ErrorKind::BoxNotFound,

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod gate;
 pub mod hosts;
+pub mod images;
 pub mod model;
 pub mod paths;
 pub mod request;

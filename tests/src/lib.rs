@@ -11,6 +11,7 @@ pub mod dockerd;
 pub mod egress;
 pub mod microvm;
 pub mod netns;
+pub mod registry;
 pub mod sshd;
 
 use std::path::{Path, PathBuf};

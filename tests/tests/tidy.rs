@@ -70,6 +70,20 @@ fn no_driver_depends_on_core() {
     }
 }
 
+/// The image store is core's: a driver gets a prepared root filesystem
+/// through the protocol, never by reading the store; and the crate
+/// stands on no other workspace crate (ADR 0028).
+#[test]
+fn the_image_store_stands_alone_and_no_driver_takes_it() {
+    let all = packages();
+    let image = package(&all, "tinybox-image");
+    assert!(our_deps(image, false).is_empty(), "tinybox-image depends on {:?}", our_deps(image, false));
+    let drivers = root().join("drivers");
+    for p in all.iter().filter(|p| manifest(p).starts_with(&drivers)) {
+        assert!(!our_deps(p, false).iter().any(|d| d == "tinybox-image"), "{} depends on tinybox-image", p["name"]);
+    }
+}
+
 #[test]
 fn the_module_and_the_kit_build_on_core_and_the_sdk_only() {
     let all = packages();

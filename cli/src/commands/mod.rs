@@ -11,6 +11,7 @@ pub mod exec;
 pub mod fork;
 pub mod forward;
 pub mod host;
+pub mod image;
 pub mod inspect;
 pub mod logs;
 pub mod ls;
@@ -79,6 +80,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Sync(c) => c.run(&app).await,
         Command::Drivers(c) => c.run(&app).await,
         Command::Pool(c) => c.run(&app).await,
+        Command::Image(c) => c.run(&app).await,
         Command::PortForward(c) => c.run(&app).await,
         Command::Ports(c) => c.run(&app).await,
         Command::Daemon(c) => c.run(&app).await,

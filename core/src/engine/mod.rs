@@ -127,6 +127,11 @@ impl Tinybox {
         self.store.as_ref()
     }
 
+    /// This store's images (`<store>/images`); `None` for an in-memory store.
+    pub fn images(&self) -> Option<crate::images::Images> {
+        self.store_dir.as_deref().map(crate::images::Images::open)
+    }
+
     /// The file store's directory; `None` for an in-memory store.
     pub fn store_dir(&self) -> Option<&Path> {
         self.store_dir.as_deref()
