@@ -6,6 +6,7 @@
 
 mod boxes;
 pub(crate) mod file;
+mod file_store;
 pub mod hosts;
 mod memory;
 pub mod pools;
@@ -20,7 +21,7 @@ use tinybox_sdk::model::{BoxId, SnapshotId};
 
 use crate::model::BoxInfo;
 
-pub use file::FileStore;
+pub use file_store::FileStore;
 pub use hosts::HostStore;
 pub use memory::MemoryStore;
 pub use pools::{Pool, PoolStore};
