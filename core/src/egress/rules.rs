@@ -4,28 +4,12 @@
 //! entries are the exceptions to the egress fence instead: addresses and
 //! networks only, parsed by the sdk's fence parser the drivers use.
 
-use tinybox_egress::{Policy, PolicyError};
+use tinybox_egress::Policy;
 use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::NetworkPolicy;
 
+use super::AllowlistError;
 use crate::request::NetworkChoice;
-
-/// An allowlist asked for in a way that breaks a rule.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AllowlistError {
-    /// One entry (the first bad one) is not an entry.
-    #[error("{0}")]
-    Entry(#[from] PolicyError),
-    #[error("allow_hosts goes with network allowlist (or no network given), not network {0}; leave out one of them")]
-    OtherNetwork(&'static str),
-    #[error("network allowlist needs at least one allow_hosts entry (--allow-host NAME[:PORT])")]
-    Empty,
-    /// With plain egress, an entry that is not an address or network.
-    #[error(
-        "allow entry {value:?} with network egress: {rule}; with egress, list only addresses or networks to let through its fence (a name needs an allowlist: leave out --network egress)"
-    )]
-    NotAnException { value: String, rule: String },
-}
 
 /// The exceptions to the egress fence `allow_hosts` names, canonical.
 pub fn exceptions(allow_hosts: &[String]) -> Result<Vec<Exception>, AllowlistError> {
