@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{
-    HostName, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxName, SnapshotId, TemplateName,
-    WorkspaceSource,
+    HostName, IsolationLevel, PortMapping, Resources, SandboxName, SnapshotId, TemplateName, WorkspaceSource,
 };
 
 use crate::Tinybox;
@@ -29,28 +28,9 @@ use crate::store::settings::LEGACY_NAMESPACE;
 
 mod error;
 pub mod exec;
+pub use crate::model::NetworkChoice;
 pub use error::{MAX_CPUS, MAX_LIFETIME, MIN_CPUS, RequestError};
 pub use exec::{ExecOptions, ExecPlan, StdinGiven};
-
-/// How a box may use the network, as asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkChoice {
-    Deny,
-    Egress,
-    /// Only the hosts `allow_hosts` names, through an egress proxy (ADR 0020).
-    Allowlist,
-}
-
-impl From<NetworkChoice> for NetworkPolicy {
-    fn from(n: NetworkChoice) -> Self {
-        match n {
-            NetworkChoice::Deny => NetworkPolicy::Denied,
-            NetworkChoice::Egress => NetworkPolicy::Egress,
-            NetworkChoice::Allowlist => NetworkPolicy::Allowlist,
-        }
-    }
-}
 
 /// A size in bytes, or text such as "512M".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -366,25 +346,6 @@ impl CreateRequest {
     }
 }
 
-/// System directories, each with what binding it would hand a box (and
-/// what a store there would write into: `paths::check_store_dir`).
-pub(crate) const SYSTEM_DIRS: &[(&str, &str)] = &[
-    ("/proc", "the kernel's view of every process"),
-    ("/sys", "the kernel's devices and settings"),
-    ("/dev", "the machine's devices"),
-    ("/etc", "the machine's configuration and secrets"),
-    ("/boot", "the machine's kernels and boot loader"),
-    ("/usr", "the programs everyone on the machine runs"),
-    ("/bin", "the programs everyone on the machine runs"),
-    ("/sbin", "the programs everyone on the machine runs"),
-    ("/lib", "the libraries everyone on the machine loads"),
-    ("/lib32", "the libraries everyone on the machine loads"),
-    ("/lib64", "the libraries everyone on the machine loads"),
-    ("/libx32", "the libraries everyone on the machine loads"),
-    ("/run", "the machine's running services and their sockets"),
-    ("/var/run", "the machine's running services and their sockets"),
-];
-
 /// The directory a `workspace` request names, resolved (symlinks too) and
 /// checked: it must be a directory, and never the whole machine, a system
 /// directory, or anywhere tinybox keeps its own records.
@@ -402,7 +363,7 @@ pub fn workspace_dir(dir: &Path, store_dir: Option<&Path>) -> Result<PathBuf, Re
             rule: "/ or a system directory",
         });
     }
-    if let Some((_, what)) = SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
+    if let Some((_, what)) = crate::paths::SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
         return Err(RequestError::SystemWorkspace {
             path: dir.to_owned(),
             resolved: abs,

@@ -9,7 +9,7 @@ use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::NetworkPolicy;
 
 use super::AllowlistError;
-use crate::request::NetworkChoice;
+use crate::model::NetworkChoice;
 
 /// The exceptions to the egress fence `allow_hosts` names, canonical.
 pub fn exceptions(allow_hosts: &[String]) -> Result<Vec<Exception>, AllowlistError> {

@@ -4,10 +4,12 @@
 
 mod error;
 pub mod info;
+mod network;
 pub mod spec;
 
 pub use error::SpecError;
 pub use info::{BoxInfo, Instance, PendingSnapshot, Phase, SnapshotRecord};
+pub use network::NetworkChoice;
 pub use spec::{BoxSpec, Lifecycle, PASSTHROUGH, Placement};
 pub use tinybox_sdk::model::*;
 
