@@ -125,21 +125,4 @@ mod tests {
         let err = requested(Some(NetworkChoice::Egress), &hosts(&["10.1.2.3/8"])).unwrap_err().to_string();
         assert!(err.contains("has host bits set; write the network, 10.0.0.0/8"), "{err}");
     }
-
-    #[test]
-    fn a_bus_request_carries_allow_hosts_into_the_spec() {
-        use crate::request::CreateRequest;
-        use tinybox_sdk::model::SandboxName;
-        let request: CreateRequest =
-            serde_json::from_value(serde_json::json!({"sandbox": "namespace", "allow_hosts": ["A.test:8080"]}))
-                .unwrap();
-        let spec = request.spec(SandboxName::new("namespace").unwrap(), None).unwrap();
-        assert_eq!((spec.network, spec.allow_hosts), (Some(NetworkPolicy::Allowlist), hosts(&["a.test:8080"])));
-        let bad: CreateRequest = serde_json::from_value(serde_json::json!({"allow_hosts": ["127.1"]})).unwrap();
-        let err = bad.spec(SandboxName::new("namespace").unwrap(), None).unwrap_err();
-        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
-        assert!(err.to_string().starts_with(r#"allow entry "127.1": "#), "{err}");
-        // Left out, the field is not written: older readers see the request they know.
-        assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("allow_hosts").is_none());
-    }
 }
