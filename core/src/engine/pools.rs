@@ -10,6 +10,7 @@
 //! that lock was left by a filler that died, and is removed.
 
 mod error;
+mod outcome;
 
 use std::collections::BTreeSet;
 
@@ -24,6 +25,7 @@ use crate::request::CreateRequest;
 use crate::store::{Pool, PoolStore};
 
 pub use error::{MAX_POOL_SIZE, PoolError};
+pub use outcome::PoolOutcome;
 
 /// Request fields a taker sets for itself; every other field must match
 /// the pool's for a pooled box to be handed out.
@@ -39,18 +41,6 @@ pub struct PoolView {
     /// Members being made now.
     pub filling: usize,
     pub request: CreateRequest,
-}
-
-/// What a create that asked for a pool got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
-pub enum PoolOutcome {
-    /// A ready box was handed out; `left` were still ready after it.
-    Taken { pool: String, left: usize },
-    /// None was ready: the box was created cold.
-    Empty { pool: String },
-    /// The request differs from the pool's: the box was created cold.
-    Differs { pool: String, fields: Vec<String> },
 }
 
 /// What one fill did.
