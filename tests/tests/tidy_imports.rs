@@ -7,6 +7,7 @@
 //! beneath it. A module and its own submodules are one room (a `mod.rs`
 //! re-exports its parts, a part uses its parent's types): arrows between a
 //! file and its ancestors are not counted, arrows between rooms are.
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
