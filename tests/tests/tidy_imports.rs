@@ -28,10 +28,6 @@ const EXCUSED_ARROWS: &[(&str, &str, &str)] = &[
 const EXCUSED_CIRCLES: &[(&[&str], &str)] = &[
     // The copy rewrite (another branch) breaks this one.
     (&["core/src/engine/copy/files.rs", "core/src/engine/copy/host_dir.rs"], "engine/copy is being rewritten"),
-    // args.rs's test of `drivers verify`'s options reads the subcommand's
-    // parsed form (commands/drivers.rs), whose `verify` takes args.rs's
-    // option parser: a test-only arrow, not split yet.
-    (&["cli/src/args.rs", "cli/src/commands/drivers.rs", "cli/src/commands/verify.rs"], "a test-only arrow"),
     // Not split yet: dispatch names the manifest's methods, the manifest
     // lists what dispatch answers.
     (&["module/src/dispatch.rs", "module/src/manifest.rs"], "not split yet"),
