@@ -28,7 +28,10 @@ const EXCUSED_ARROWS: &[(&str, &str, &str)] = &[
 const EXCUSED_CIRCLES: &[(&[&str], &str)] = &[
     // The copy rewrite (another branch) breaks this one.
     (&["core/src/engine/copy/files.rs", "core/src/engine/copy/host_dir.rs"], "engine/copy is being rewritten"),
-    // Not split yet: the module's exec table and its state hold each other.
+    // State's exec table holds exec.rs's `Running` (private fields, exec's
+    // own), and exec.rs files each new one in that table. The natural split,
+    // the table moving into exec.rs and State holding it opaque, is not done
+    // yet.
     (&["module/src/exec.rs", "module/src/state.rs"], "not split yet"),
 ];
 
