@@ -11,6 +11,9 @@ use tinybox_sdk::model::SandboxName;
 
 use crate::request::{CreateRequest, NetworkChoice, Size};
 
+mod error;
+pub use error::CeilingError;
+
 /// The most a box made for an agent may have, and what it gets by default.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ceiling {
@@ -61,19 +64,6 @@ pub struct AgentCreate {
     /// An image, for a sandbox that takes one (docker).
     #[serde(default)]
     pub image: Option<String>,
-}
-
-/// A request over the operator's ceiling.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CeilingError {
-    #[error(
-        "{what} {asked} is over this server's ceiling of {ceiling}; ask for {ceiling} or less (the operator sets it when starting `tinybox mcp`)"
-    )]
-    Over { what: &'static str, asked: String, ceiling: String },
-    #[error(
-        "network egress is not allowed by this server (the operator started it with --network deny); boxes have no network"
-    )]
-    Network,
 }
 
 impl Ceiling {

@@ -14,6 +14,7 @@ use tinybox_sdk::model::{
 };
 use tinybox_sdk::protocol::ErrorCode;
 
+use crate::egress::EgressError;
 use crate::model::SpecError;
 use crate::request::RequestError;
 use crate::store::StoreError;
@@ -338,7 +339,15 @@ impl Error {
             Error::Copy(_) => ErrorKind::Invalid,
             Error::Ceiling(_) => ErrorKind::Invalid,
             Error::Allowlist(_) => ErrorKind::Invalid,
-            Error::Egress(e) => e.kind(),
+            Error::Egress(e) => match e {
+                EgressError::NeedsFileStore | EgressError::Resolver(_) | EgressError::NoProxy { .. } => {
+                    ErrorKind::Invalid
+                }
+                EgressError::NotFound { .. } => ErrorKind::Unavailable,
+                EgressError::Start { .. } | EgressError::Stop { .. } | EgressError::Io { .. } | EgressError::Log(_) => {
+                    ErrorKind::Io
+                }
+            },
             Error::Image(e) if e.is_refusal() => ErrorKind::Invalid,
             Error::Image(crate::images::ImagesError(tinybox_image::ImageError::Unreachable { .. })) => {
                 ErrorKind::Unavailable

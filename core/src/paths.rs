@@ -7,6 +7,25 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::store::StoreError;
 
+/// System directories, each with what binding it would hand a box (and
+/// what a store there would write into: [`check_store_dir`]).
+pub(crate) const SYSTEM_DIRS: &[(&str, &str)] = &[
+    ("/proc", "the kernel's view of every process"),
+    ("/sys", "the kernel's devices and settings"),
+    ("/dev", "the machine's devices"),
+    ("/etc", "the machine's configuration and secrets"),
+    ("/boot", "the machine's kernels and boot loader"),
+    ("/usr", "the programs everyone on the machine runs"),
+    ("/bin", "the programs everyone on the machine runs"),
+    ("/sbin", "the programs everyone on the machine runs"),
+    ("/lib", "the libraries everyone on the machine loads"),
+    ("/lib32", "the libraries everyone on the machine loads"),
+    ("/lib64", "the libraries everyone on the machine loads"),
+    ("/libx32", "the libraries everyone on the machine loads"),
+    ("/run", "the machine's running services and their sockets"),
+    ("/var/run", "the machine's running services and their sockets"),
+];
+
 /// The store directory: `TINYBOX_HOME`, else `$XDG_STATE_HOME/tinybox`,
 /// else `~/.local/state/tinybox`.
 pub fn default_store_dir() -> PathBuf {
@@ -40,7 +59,7 @@ pub fn check_store_dir(dir: &Path) -> std::result::Result<PathBuf, StoreError> {
     if resolved == Path::new("/") {
         return Err(refuse(format!("{shown}is the root of the machine")));
     }
-    if let Some((sys, what)) = crate::request::SYSTEM_DIRS.iter().find(|(sys, _)| resolved.starts_with(sys)) {
+    if let Some((sys, what)) = SYSTEM_DIRS.iter().find(|(sys, _)| resolved.starts_with(sys)) {
         return Err(refuse(format!("{shown}is inside {sys} ({what})")));
     }
     if rest.as_os_str().is_empty() {

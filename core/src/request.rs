@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{
-    HostName, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxName, SnapshotId, TemplateName,
-    WorkspaceSource,
+    HostName, IsolationLevel, PortMapping, Resources, SandboxName, SnapshotId, TemplateName, WorkspaceSource,
 };
 
 use crate::Tinybox;
@@ -27,80 +26,11 @@ use crate::model::{BoxInfo, BoxSpec, Lifecycle, Placement};
 use crate::store::Settings;
 use crate::store::settings::LEGACY_NAMESPACE;
 
+mod error;
 pub mod exec;
+pub use crate::model::NetworkChoice;
+pub use error::{MAX_CPUS, MAX_LIFETIME, MIN_CPUS, RequestError};
 pub use exec::{ExecOptions, ExecPlan, StdinGiven};
-
-/// The longest a box may be asked to live, or to wait between
-/// autosnapshots: a year. Past it a duration is a typo, not a plan.
-pub const MAX_LIFETIME: Duration = Duration::from_secs(366 * 24 * 60 * 60);
-/// The fewest cores a box may be given; below it no sandbox schedules anything.
-pub const MIN_CPUS: f64 = 0.01;
-/// The most cores a box may be asked for.
-pub const MAX_CPUS: f64 = 1024.0;
-
-/// A request that breaks a rule no driver needs to be asked about.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum RequestError {
-    #[error("image, workspace, from_snapshot, from_template and git are alternatives; give at most one")]
-    SourcesConflict,
-    #[error("ttl and persistent conflict; a persistent box lives until removed")]
-    TtlAndPersistent,
-    #[error("autosnapshot applies to a persistent box only")]
-    AutosnapshotNotPersistent,
-    #[error("{what} {secs}s is not positive; use at least 1s")]
-    NotPositive { what: &'static str, secs: u64 },
-    #[error("{what} {secs}s is longer than a year ({max}s); ask for less", max = MAX_LIFETIME.as_secs())]
-    TooLong { what: &'static str, secs: u64 },
-    #[error("cpus {0} is not a number of cores from {MIN_CPUS} to {MAX_CPUS}, like 1 or 0.5")]
-    Cpus(f64),
-    #[error("{0:?} is not a size like 512M or 2G")]
-    Size(String),
-    #[error("{0:?} is not a port mapping HOST:GUEST with ports 1-65535")]
-    Port(String),
-    #[error("option {key} is given twice, as {first:?} and {second:?}; give it once{hint}")]
-    OptionTwice { key: String, first: String, second: String, hint: &'static str },
-    #[error("workspace {path} cannot be used: {detail}")]
-    Workspace { path: PathBuf, detail: String },
-    #[error(
-        "workspace {path}{} would hand the box {what}; a workspace is a project directory (a box writes to it), never {rule}",
-        leads_to(.path, .resolved)
-    )]
-    SystemWorkspace { path: PathBuf, resolved: PathBuf, what: &'static str, rule: &'static str },
-    #[error("timeout {secs}s is not positive; use at least 0.001s (a millisecond)")]
-    TimeoutTooShort { secs: f64 },
-    #[error("timeout {secs}s is longer than a clock can count; ask for less")]
-    TimeoutTooLong { secs: f64 },
-    #[error("stdin and stdin_base64 are alternatives; give at most one")]
-    StdinTwice,
-    #[error("a tty of {rows} rows by {cols} columns is no terminal; give both at least 1")]
-    NoTerminal { rows: u16, cols: u16 },
-}
-
-/// Where a workspace path given as `path` leads, when that is not itself
-/// (a symlink, `..`): the refusal is about the place, so it names it.
-fn leads_to(path: &Path, resolved: &Path) -> String {
-    if path == resolved { String::new() } else { format!(" (which leads to {})", resolved.display()) }
-}
-
-/// How a box may use the network, as asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkChoice {
-    Deny,
-    Egress,
-    /// Only the hosts `allow_hosts` names, through an egress proxy (ADR 0020).
-    Allowlist,
-}
-
-impl From<NetworkChoice> for NetworkPolicy {
-    fn from(n: NetworkChoice) -> Self {
-        match n {
-            NetworkChoice::Deny => NetworkPolicy::Denied,
-            NetworkChoice::Egress => NetworkPolicy::Egress,
-            NetworkChoice::Allowlist => NetworkPolicy::Allowlist,
-        }
-    }
-}
 
 /// A size in bytes, or text such as "512M".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -420,25 +350,6 @@ impl CreateRequest {
     }
 }
 
-/// System directories, each with what binding it would hand a box (and
-/// what a store there would write into: `paths::check_store_dir`).
-pub(crate) const SYSTEM_DIRS: &[(&str, &str)] = &[
-    ("/proc", "the kernel's view of every process"),
-    ("/sys", "the kernel's devices and settings"),
-    ("/dev", "the machine's devices"),
-    ("/etc", "the machine's configuration and secrets"),
-    ("/boot", "the machine's kernels and boot loader"),
-    ("/usr", "the programs everyone on the machine runs"),
-    ("/bin", "the programs everyone on the machine runs"),
-    ("/sbin", "the programs everyone on the machine runs"),
-    ("/lib", "the libraries everyone on the machine loads"),
-    ("/lib32", "the libraries everyone on the machine loads"),
-    ("/lib64", "the libraries everyone on the machine loads"),
-    ("/libx32", "the libraries everyone on the machine loads"),
-    ("/run", "the machine's running services and their sockets"),
-    ("/var/run", "the machine's running services and their sockets"),
-];
-
 /// The directory a `workspace` request names, resolved (symlinks too) and
 /// checked: it must be a directory, and never the whole machine, a system
 /// directory, or anywhere tinybox keeps its own records.
@@ -456,7 +367,7 @@ pub fn workspace_dir(dir: &Path, store_dir: Option<&Path>) -> Result<PathBuf, Re
             rule: "/ or a system directory",
         });
     }
-    if let Some((_, what)) = SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
+    if let Some((_, what)) = crate::paths::SYSTEM_DIRS.iter().find(|(sys, _)| abs.starts_with(sys)) {
         return Err(RequestError::SystemWorkspace {
             path: dir.to_owned(),
             resolved: abs,

@@ -235,3 +235,20 @@ async fn a_requested_namespace_wins_and_records_nothing() {
     assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough"}"#).await, "alice");
     assert_eq!(planned_namespace(&tb, r#"{"sandbox": "passthrough", "namespace": "x"}"#).await, "x");
 }
+
+/// The bus's `allow_hosts` reaches the spec through the request's rules.
+#[test]
+fn a_bus_request_carries_allow_hosts_into_the_spec() {
+    use tinybox_sdk::model::{NetworkPolicy, SandboxName};
+    let hosts = |h: &[&str]| -> Vec<String> { h.iter().map(|s| (*s).to_owned()).collect() };
+    let request: CreateRequest =
+        serde_json::from_value(serde_json::json!({"sandbox": "namespace", "allow_hosts": ["A.test:8080"]})).unwrap();
+    let spec = request.spec(SandboxName::new("namespace").unwrap(), None).unwrap();
+    assert_eq!((spec.network, spec.allow_hosts), (Some(NetworkPolicy::Allowlist), hosts(&["a.test:8080"])));
+    let bad: CreateRequest = serde_json::from_value(serde_json::json!({"allow_hosts": ["127.1"]})).unwrap();
+    let err = bad.spec(SandboxName::new("namespace").unwrap(), None).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Invalid);
+    assert!(err.to_string().starts_with(r#"allow entry "127.1": "#), "{err}");
+    // Left out, the field is not written: older readers see the request they know.
+    assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("allow_hosts").is_none());
+}

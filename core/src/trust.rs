@@ -26,18 +26,7 @@ use crate::driver::SandboxLink;
 use crate::error::{Error, Result};
 use crate::store::verdicts::{self, Verdict};
 
-/// Runs the conformance kit: what the engine calls to earn a verdict on first use.
-#[async_trait::async_trait]
-pub trait Verifier: Send + Sync {
-    /// Verifies `sandbox` with boxes made with `options`, and returns the
-    /// verdict for its current binary (the engine records it).
-    async fn verify(
-        &self,
-        engine: &Tinybox,
-        sandbox: &SandboxName,
-        options: &BTreeMap<String, String>,
-    ) -> Result<Verdict>;
-}
+pub use crate::engine::Verifier;
 
 /// What the engine knows of one driver binary's declaration.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,13 +10,12 @@
 //! local-use NAT64 (`64:ff9b:1::/48`) are refused whole: where they lead
 //! cannot be read off the address.
 
+#[cfg(feature = "proxy")]
 use std::collections::HashSet;
 use std::fmt;
 #[cfg(feature = "proxy")]
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use crate::policy::Policy;
 
 /// Why an address is refused by class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +196,7 @@ fn class_v6(ip: Ipv6Addr) -> Option<Class> {
 }
 
 /// The class that forbids `ip`, if any. Ignores the policy and the host's
-/// own addresses: see [`check_address`] for the whole rule.
+/// own addresses: see [`crate::check_address`] for the whole rule.
 pub fn forbidden(ip: IpAddr) -> Option<Forbidden> {
     match canonical(ip) {
         IpAddr::V4(v4) => class_v4(v4).map(|class| Forbidden { class, via: None }),
@@ -208,29 +207,6 @@ pub fn forbidden(ip: IpAddr) -> Option<Forbidden> {
             let (how, v4) = embedded_v4(v6)?;
             class_v4(v4).map(|class| Forbidden { class, via: Some((how, v4)) })
         }
-    }
-}
-
-/// The whole address rule for connecting to `ip` on `port`: allowed if an
-/// address or CIDR entry covers it; otherwise refused if it (or the IPv4
-/// address it embeds) is one of `host_addresses` or is [`forbidden`].
-/// The error is the reason, one line.
-pub fn check_address(ip: IpAddr, port: u16, policy: &Policy, host_addresses: &HashSet<IpAddr>) -> Result<(), String> {
-    if policy.covers_address(ip, port).is_some() {
-        return Ok(());
-    }
-    let ip = canonical(ip);
-    let embedded = match ip {
-        IpAddr::V6(v6) => embedded_v4(v6).map(|(_, v4)| IpAddr::V4(v4)),
-        IpAddr::V4(_) => None,
-    };
-    let own = |a: IpAddr| host_addresses.iter().any(|h| canonical(*h) == a);
-    if own(ip) || embedded.is_some_and(own) {
-        return Err(format!("address {ip} is one of this host's own addresses"));
-    }
-    match forbidden(ip) {
-        Some(why) => Err(format!("address {ip} is {why}")),
-        None => Ok(()),
     }
 }
 

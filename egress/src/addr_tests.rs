@@ -1,6 +1,7 @@
 //! Unit tables for the address rule.
 
 use super::*;
+use crate::policy::{Policy, check_address};
 
 fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()

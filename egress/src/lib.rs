@@ -43,10 +43,10 @@ pub mod serve_dir;
 #[cfg(feature = "proxy")]
 mod tls;
 
-pub use addr::check_address;
 #[cfg(feature = "proxy")]
 pub use addr::host_addresses;
 pub use log::{Decision, DecisionLog, LogError, Method, Verdict, read_decisions, read_decisions_file};
+pub use policy::check_address;
 pub use policy::{AllowEntry, Policy, PolicyError, Target};
 #[cfg(feature = "proxy")]
 pub use proxy::{Config, Listener, Timeouts, handle_connection, serve};

@@ -17,11 +17,14 @@
 //! rule ([`crate::addr`]) refuses, and the only way to `CONNECT` to an IP
 //! literal: a name entry never allows one.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
+
+use crate::addr;
 
 /// The ports an entry without `:PORT` allows.
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
@@ -119,7 +122,7 @@ impl AllowEntry {
     pub fn covers_address(&self, ip: IpAddr, port: u16) -> bool {
         self.allows_port(port)
             && match &self.target {
-                Target::Addresses(net) => net.contains(&crate::addr::canonical(ip)),
+                Target::Addresses(net) => net.contains(&addr::canonical(ip)),
                 _ => false,
             }
     }
@@ -269,6 +272,29 @@ pub fn normalize_name(name: &str) -> Result<String, String> {
         return Err("a name's last label must not be all digits (write an address as an address)".to_owned());
     }
     Ok(trimmed.to_owned())
+}
+
+/// The whole address rule for connecting to `ip` on `port`: allowed if an
+/// address or CIDR entry covers it; otherwise refused if it (or the IPv4
+/// address it embeds) is one of `host_addresses` or is [`addr::forbidden`].
+/// The error is the reason, one line.
+pub fn check_address(ip: IpAddr, port: u16, policy: &Policy, host_addresses: &HashSet<IpAddr>) -> Result<(), String> {
+    if policy.covers_address(ip, port).is_some() {
+        return Ok(());
+    }
+    let ip = addr::canonical(ip);
+    let embedded = match ip {
+        IpAddr::V6(v6) => addr::embedded_v4(v6).map(|(_, v4)| IpAddr::V4(v4)),
+        IpAddr::V4(_) => None,
+    };
+    let own = |a: IpAddr| host_addresses.iter().any(|h| addr::canonical(*h) == a);
+    if own(ip) || embedded.is_some_and(own) {
+        return Err(format!("address {ip} is one of this host's own addresses"));
+    }
+    match addr::forbidden(ip) {
+        Some(why) => Err(format!("address {ip} is {why}")),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

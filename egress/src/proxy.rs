@@ -13,11 +13,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::time::timeout;
 
-use crate::addr::check_address;
 use crate::count::Counted;
 use crate::http::{self, Head, HeadError, Host};
 use crate::log::{Decision, DecisionLog, Method, Verdict, now_ms};
 use crate::policy::Policy;
+use crate::policy::check_address;
 use crate::resolve::Resolve;
 use crate::tls::{Hello, client_hello};
 

@@ -12,42 +12,9 @@ use tinybox_core::request::StdinGiven;
 
 use crate::errors::{CallError, CallResult, Code};
 use crate::exec::{Launch, Running};
+use crate::manifest::METHODS;
 use crate::params::{self, Common};
 use crate::state::{State, state};
-
-/// Every method of ABI v1, in the order the release contract lists them.
-pub const METHODS: &[&str] = &[
-    "manifest",
-    "create",
-    "exec",
-    "exec.start",
-    "exec.read",
-    "exec.wait",
-    "exec.cancel",
-    "exec.resize",
-    "fs.read",
-    "fs.write",
-    "fs.list",
-    "inspect",
-    "ls",
-    "rm",
-    "snapshot",
-    "snapshot.ls",
-    "prune",
-    "fork",
-    "stop",
-    "resume",
-    "autosnapshot",
-    "template.save",
-    "template.ls",
-    "template.rm",
-    "reap",
-    "drivers",
-    "host.add",
-    "host.ls",
-    "host.rm",
-    "close",
-];
 
 /// `prune`'s parameters: `dry_run` only lists, as `tinybox prune --dry-run`.
 #[derive(Debug, serde::Deserialize)]

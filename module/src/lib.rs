@@ -26,8 +26,8 @@ mod state;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-pub use dispatch::METHODS;
 pub use errors::Code;
+pub use manifest::METHODS;
 
 /// The ABI this library speaks, as the manifest states it.
 pub const ABI_VERSION: &str = "1";

@@ -4,6 +4,40 @@
 
 use serde_json::{Value, json};
 
+/// Every method of ABI v1, in the order the release contract lists them.
+pub const METHODS: &[&str] = &[
+    "manifest",
+    "create",
+    "exec",
+    "exec.start",
+    "exec.read",
+    "exec.wait",
+    "exec.cancel",
+    "exec.resize",
+    "fs.read",
+    "fs.write",
+    "fs.list",
+    "inspect",
+    "ls",
+    "rm",
+    "snapshot",
+    "snapshot.ls",
+    "prune",
+    "fork",
+    "stop",
+    "resume",
+    "autosnapshot",
+    "template.save",
+    "template.ls",
+    "template.rm",
+    "reap",
+    "drivers",
+    "host.add",
+    "host.ls",
+    "host.rm",
+    "close",
+];
+
 pub fn manifest() -> Value {
     json!({
         "name": "tinybox",
@@ -54,7 +88,7 @@ pub fn manifest() -> Value {
             "network access of its own: drivers may use the network (a docker daemon, ssh)"
         ],
         "untrusted_code": "out_of_process",
-        "methods": crate::dispatch::METHODS,
+        "methods": METHODS,
         "error_codes": crate::errors::Code::ALL.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
         "symbols": crate::ffi::SYMBOLS,
     })

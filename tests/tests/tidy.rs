@@ -2,8 +2,9 @@
 //! depends on core, the module and the conformance kit build on core and
 //! the sdk only, core takes the egress crate without its proxy, every Rust
 //! file opens with a `//!` line saying what it is for, every live test's
-//! skip names its test, and docs/architecture.md names every crate and
-//! source file.
+//! skip names its test, docs/architecture.md names every crate and
+//! source file, and every dependency arrow points down the floors that
+//! document gives the crates.
 //! Dependencies are read from `cargo metadata` (every Cargo.toml,
 //! as cargo itself reads them).
 
@@ -261,4 +262,59 @@ fn a_word_is_held_only_whole() {
     assert!(holds_word("tinybox daemon", "daemon"));
     assert!(!holds_word("`controls`", "control"));
     assert!(!holds_word("leaf_cache", "cache"));
+}
+
+/// The floors docs/architecture.md gives the crates (`floor N: a, b`
+/// lines): crate name → floor.
+fn floors(doc: &str) -> Vec<(String, u32)> {
+    let mut floors = Vec::new();
+    for line in doc.lines() {
+        let Some(rest) = line.trim().strip_prefix("floor ") else { continue };
+        let Some((n, names)) = rest.split_once(':') else { continue };
+        let Ok(n) = n.trim().parse::<u32>() else { continue };
+        floors.extend(names.split(',').map(|c| (c.trim().to_owned(), n)));
+    }
+    floors
+}
+
+/// Every workspace crate is on a floor of the architecture document, once,
+/// and each of its workspace dependencies (of every kind) is on a lower
+/// floor: a new crate needs its place in the code map, and an arrow that
+/// points sideways or up fails. A crate the table lists that does not
+/// exist yet (one on its way from another branch) is not checked.
+#[test]
+fn every_dependency_arrow_points_down_the_architecture_s_floors() {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read docs/architecture.md");
+    let floors = floors(&doc);
+    assert!(floors.len() >= 10, "too few crates on the document's floors: {floors:?}");
+    let floor_of = |name: &str| {
+        let on: Vec<u32> = floors.iter().filter(|(c, _)| c == name).map(|(_, n)| *n).collect();
+        match on.as_slice() {
+            [n] => Some(*n),
+            [] => None,
+            _ => panic!("{name} is on more than one floor of docs/architecture.md: {on:?}"),
+        }
+    };
+    let mut wrong = Vec::new();
+    for p in packages() {
+        let name = p["name"].as_str().expect("name");
+        let Some(floor) = floor_of(name) else {
+            wrong.push(format!("{name} is on no floor of docs/architecture.md's code map"));
+            continue;
+        };
+        for dep in our_deps(&p, false) {
+            match floor_of(&dep) {
+                Some(below) if below < floor => {}
+                Some(other) => wrong.push(format!("{name} (floor {floor}) depends on {dep} (floor {other})")),
+                None => wrong.push(format!("{name} depends on {dep}, which is on no floor")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "dependency arrows that do not point down the floors: {wrong:#?}");
+}
+
+#[test]
+fn floors_are_read_from_the_document_s_table() {
+    let doc = "x\n    floor 1: a, b\n    floor 0: c\nfloor plan: none\n";
+    assert_eq!(floors(doc), [("a".to_owned(), 1), ("b".to_owned(), 1), ("c".to_owned(), 0)]);
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tinybox_core::{Error, Result};
 use tinybox_sdk::model::BoxId;
 
-use super::probes::Bystander;
+use super::probe_tools::Bystander;
 use super::{Kit, Status};
 
 type Verdict = (Status, String);

@@ -19,6 +19,7 @@ mod fence;
 mod levels;
 mod limits;
 mod privilege;
+mod probe_tools;
 mod probes;
 mod protocol;
 mod run;

@@ -5,7 +5,7 @@ use tinybox_sdk::model::BoxId;
 
 use tinybox_core::Result;
 
-use super::probes::sh;
+use super::probe_tools::sh;
 use super::{CAP_CPUS, CAP_MEMORY, CAP_PIDS, Kit, Status};
 
 type Verdict = (Status, String);

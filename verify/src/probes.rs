@@ -10,6 +10,7 @@ use tinybox_sdk::model::{BoxId, WorkspaceSource};
 use tinybox_core::Result;
 use tinybox_core::model::BoxSpec;
 
+use super::probe_tools::{Bystander, sh};
 use super::{Claim, Kit, Status, levels, limits, privilege, run, terminal, terminal_feature};
 
 type Verdict = (Status, String);
@@ -24,39 +25,6 @@ const ENV_ALLOWED: &[&str] =
 
 fn env_allowed(name: &str) -> bool {
     ENV_ALLOWED.contains(&name) || name == "LANG" || name == "LANGUAGE" || name.starts_with("LC_")
-}
-
-/// A process of the caller's that the box must not reach; killed on drop.
-pub(super) struct Bystander(std::process::Child);
-
-impl Bystander {
-    fn start() -> Result<Bystander> {
-        Bystander::start_marked("")
-    }
-
-    /// A bystander whose environment carries `mark` (TINYBOX_KIT_MARK).
-    pub(super) fn start_marked(mark: &str) -> Result<Bystander> {
-        let child = std::process::Command::new("sleep")
-            .arg("600")
-            .env("TINYBOX_KIT_MARK", mark)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| tinybox_core::Error::io("cannot start a bystander process (sleep) for the probe", e))?;
-        Ok(Bystander(child))
-    }
-
-    pub(super) fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Bystander {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The `rc=N` line a probe script prints, when it printed one.
@@ -116,10 +84,6 @@ pub(super) async fn probe(kit: &mut Kit<'_>, claim: Claim, id: &BoxId, spec: &Bo
         | Claim::ProtocolLargeBinaryStream
         | Claim::ProtocolCancellation => Ok((Status::Skipped, format!("{claim} has no probe of its own"))),
     }
-}
-
-pub(super) async fn sh(kit: &Kit<'_>, id: &BoxId, script: &str) -> Result<super::Output> {
-    run(kit.tb, id, &["sh", "-c", script], &[], std::future::pending()).await
 }
 
 /// What the box sees at the bystander's pid: `seen` when `/proc/<pid>` in

@@ -90,3 +90,7 @@ fn print(r: &Report) {
         count(Status::NotClaimed)
     );
 }
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;

@@ -1,12 +1,15 @@
 //! Where one box's egress proxy keeps its files: `<store>/egress/<namespace>-<box>/`,
 //! found again from the box's record alone, so `rm` stops the proxy and
-//! removes the directory even after an interrupted create.
+//! removes the directory even after an interrupted create; and the
+//! program that runs there.
 
 use std::path::{Path, PathBuf};
 
 use tinybox_egress::layout;
 use tinybox_sdk::model::BoxId;
 
+/// The proxy's (and the relay's) program, found as drivers are.
+pub const PROGRAM: &str = "tinybox-egress";
 /// The store's directory holding every box's proxy directory.
 pub const EGRESS_DIR: &str = "egress";
 

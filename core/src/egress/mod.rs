@@ -6,10 +6,12 @@
 //! decision log reader (crate `tinybox-egress` without its `proxy` feature).
 
 mod dir;
+mod error;
 mod process;
 mod rules;
 
-pub use dir::{EGRESS_DIR, ProxyDir};
-pub use process::{EgressError, PROGRAM, READY_TIMEOUT, STOP_TIMEOUT, ensure_running, live_pid, stop};
-pub use rules::{AllowlistError, check_spec, exceptions, requested};
+pub use dir::{EGRESS_DIR, PROGRAM, ProxyDir};
+pub use error::{AllowlistError, EgressError};
+pub use process::{READY_TIMEOUT, STOP_TIMEOUT, ensure_running, live_pid, stop};
+pub use rules::{check_spec, exceptions, requested};
 pub use tinybox_egress::{Decision, Method, Verdict};

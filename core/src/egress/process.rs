@@ -9,73 +9,21 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
-use tinybox_egress::{LogError, layout};
-use tinybox_sdk::model::BoxId;
+use tinybox_egress::layout;
 
-use super::ProxyDir;
+use super::{EgressError, ProxyDir};
 
-/// The proxy's (and the relay's) program, found as drivers are.
-pub const PROGRAM: &str = "tinybox-egress";
 /// How long a starting proxy has to say it listens.
 pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a proxy has to end after SIGTERM, and again after SIGKILL.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Between two looks at a process that is going away.
 const POLL: Duration = Duration::from_millis(10);
-
-/// What went wrong with a box's egress proxy.
-#[derive(Debug, thiserror::Error)]
-pub enum EgressError {
-    #[error("an allowlist box needs a file store: its egress proxy keeps its files beside the box records")]
-    NeedsFileStore,
-    #[error("no {PROGRAM} program to run the box's egress proxy (looked in {}); it is installed next to tinybox", display_paths(.searched))]
-    NotFound { searched: Vec<PathBuf> },
-    #[error("TINYBOX_EGRESS_RESOLVER {0:?} is not a nameserver IP:PORT, like 127.0.0.1:53")]
-    Resolver(String),
-    #[error("cannot start the egress proxy in {}: {detail}", .dir.display())]
-    Start { dir: PathBuf, detail: String },
-    #[error("cannot stop the egress proxy in {} (pid {pid}): it outlived SIGKILL", .dir.display())]
-    Stop { dir: PathBuf, pid: i32 },
-    #[error("{context} {}: {source}", .path.display())]
-    Io {
-        context: &'static str,
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error(
-        "box {id} has no egress proxy: its network is {network}, and only an allowlist box's connections are logged"
-    )]
-    NoProxy { id: BoxId, network: String },
-    #[error(transparent)]
-    Log(#[from] LogError),
-}
-
-impl EgressError {
-    /// This error's class (see `crate::Error::kind`).
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind;
-        match self {
-            EgressError::NeedsFileStore | EgressError::Resolver(_) | EgressError::NoProxy { .. } => ErrorKind::Invalid,
-            EgressError::NotFound { .. } => ErrorKind::Unavailable,
-            EgressError::Start { .. } | EgressError::Stop { .. } | EgressError::Io { .. } | EgressError::Log(_) => {
-                ErrorKind::Io
-            }
-        }
-    }
-}
-
-fn display_paths(paths: &[PathBuf]) -> String {
-    if paths.is_empty() {
-        return "no directory".into();
-    }
-    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-}
 
 fn io_error(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> EgressError {
     let path = path.to_owned();
@@ -244,6 +192,8 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
 
 #[cfg(test)]
 mod tests {
+    use tinybox_sdk::model::BoxId;
+
     use super::*;
 
     fn dir_in(tmp: &tempfile::TempDir) -> ProxyDir {

@@ -4,28 +4,12 @@
 //! entries are the exceptions to the egress fence instead: addresses and
 //! networks only, parsed by the sdk's fence parser the drivers use.
 
-use tinybox_egress::{Policy, PolicyError};
+use tinybox_egress::Policy;
 use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::NetworkPolicy;
 
-use crate::request::NetworkChoice;
-
-/// An allowlist asked for in a way that breaks a rule.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AllowlistError {
-    /// One entry (the first bad one) is not an entry.
-    #[error("{0}")]
-    Entry(#[from] PolicyError),
-    #[error("allow_hosts goes with network allowlist (or no network given), not network {0}; leave out one of them")]
-    OtherNetwork(&'static str),
-    #[error("network allowlist needs at least one allow_hosts entry (--allow-host NAME[:PORT])")]
-    Empty,
-    /// With plain egress, an entry that is not an address or network.
-    #[error(
-        "allow entry {value:?} with network egress: {rule}; with egress, list only addresses or networks to let through its fence (a name needs an allowlist: leave out --network egress)"
-    )]
-    NotAnException { value: String, rule: String },
-}
+use super::AllowlistError;
+use crate::model::NetworkChoice;
 
 /// The exceptions to the egress fence `allow_hosts` names, canonical.
 pub fn exceptions(allow_hosts: &[String]) -> Result<Vec<Exception>, AllowlistError> {
@@ -140,22 +124,5 @@ mod tests {
         assert_eq!(exceptions(&entries).unwrap().len(), 3);
         let err = requested(Some(NetworkChoice::Egress), &hosts(&["10.1.2.3/8"])).unwrap_err().to_string();
         assert!(err.contains("has host bits set; write the network, 10.0.0.0/8"), "{err}");
-    }
-
-    #[test]
-    fn a_bus_request_carries_allow_hosts_into_the_spec() {
-        use crate::request::CreateRequest;
-        use tinybox_sdk::model::SandboxName;
-        let request: CreateRequest =
-            serde_json::from_value(serde_json::json!({"sandbox": "namespace", "allow_hosts": ["A.test:8080"]}))
-                .unwrap();
-        let spec = request.spec(SandboxName::new("namespace").unwrap(), None).unwrap();
-        assert_eq!((spec.network, spec.allow_hosts), (Some(NetworkPolicy::Allowlist), hosts(&["a.test:8080"])));
-        let bad: CreateRequest = serde_json::from_value(serde_json::json!({"allow_hosts": ["127.1"]})).unwrap();
-        let err = bad.spec(SandboxName::new("namespace").unwrap(), None).unwrap_err();
-        assert_eq!(err.kind(), crate::ErrorKind::Invalid);
-        assert!(err.to_string().starts_with(r#"allow entry "127.1": "#), "{err}");
-        // Left out, the field is not written: older readers see the request they know.
-        assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("allow_hosts").is_none());
     }
 }

@@ -45,6 +45,19 @@ use crate::error::{Error, Result};
 use crate::model::{BoxInfo, Instance, Phase};
 use crate::store::{FileStore, Store, StoreError, TemplateStore};
 
+/// Runs the conformance kit: what the engine calls to earn a verdict on first use.
+#[async_trait::async_trait]
+pub trait Verifier: Send + Sync {
+    /// Verifies `sandbox` with boxes made with `options`, and returns the
+    /// verdict for its current binary (the engine records it).
+    async fn verify(
+        &self,
+        engine: &Tinybox,
+        sandbox: &tinybox_sdk::model::SandboxName,
+        options: &std::collections::BTreeMap<String, String>,
+    ) -> Result<crate::store::verdicts::Verdict>;
+}
+
 /// The directory in a store holding each driver's state directory.
 pub const DRIVER_STATE_DIR: &str = "drivers";
 
@@ -60,7 +73,7 @@ pub struct Tinybox {
     /// verdicts live beside the boxes. `None` for an in-memory store.
     pub(crate) store_dir: Option<PathBuf>,
     /// Earns a verdict on first use (crate::trust); `None`: refuse instead.
-    pub(crate) verifier: Option<Arc<dyn crate::trust::Verifier>>,
+    pub(crate) verifier: Option<Arc<dyn Verifier>>,
 }
 
 /// A box with its sandbox's current view of it.

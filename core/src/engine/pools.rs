@@ -9,6 +9,9 @@
 //! fill` when none runs — so a member still being made with nobody holding
 //! that lock was left by a filler that died, and is removed.
 
+mod error;
+mod outcome;
+
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -21,38 +24,12 @@ use crate::model::{BoxInfo, Phase};
 use crate::request::CreateRequest;
 use crate::store::{Pool, PoolStore};
 
-/// The most boxes one pool keeps ready.
-pub const MAX_POOL_SIZE: u32 = 64;
+pub use error::{MAX_POOL_SIZE, PoolError};
+pub use outcome::{PoolHandOut, PoolOutcome};
 
 /// Request fields a taker sets for itself; every other field must match
 /// the pool's for a pooled box to be handed out.
 const BOUND_AT_HANDOUT: [&str; 4] = ["ttl_secs", "env", "pool", "pool_only"];
-
-/// Why a pool could not be used as asked.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PoolError {
-    #[error("no pool named {0}; `tinybox pool ls` lists the pools")]
-    NotFound(String),
-    #[error("pool {0} exists; `tinybox pool rm {0}` removes it first")]
-    Exists(String),
-    #[error("a pool's size is 1 to {MAX_POOL_SIZE}, not {0}")]
-    Size(u32),
-    #[error("pools serve ephemeral boxes; a persistent box is created on its own, without --pool")]
-    Persistent,
-    #[error("a pool's boxes take their env when handed out; give --env to `tinybox create --pool`, not to the pool")]
-    Env,
-    #[error("pools live in a store directory; this engine has none")]
-    NoStore,
-    #[error("pool {pool}'s recorded request cannot be read ({detail}); `tinybox pool rm {pool}` and create it again")]
-    Unreadable { pool: String, detail: String },
-    #[error("pool {pool} has no box ready (--pool-only refuses a cold create); `tinybox daemon start` refills pools")]
-    Empty { pool: String },
-    #[error(
-        "the request differs from pool {pool}'s in {} (--pool-only refuses a cold create); `tinybox pool ls` shows what the pool makes",
-        .fields.join(", ")
-    )]
-    Differs { pool: String, fields: Vec<String> },
-}
 
 /// A pool as `pool ls` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -64,65 +41,6 @@ pub struct PoolView {
     /// Members being made now.
     pub filling: usize,
     pub request: CreateRequest,
-}
-
-/// What a create that asked for a pool got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
-pub enum PoolOutcome {
-    /// A ready box was handed out; `left` were still ready after it.
-    Taken { pool: String, left: usize },
-    /// None was ready: the box was created cold.
-    Empty { pool: String },
-    /// The request differs from the pool's: the box was created cold.
-    Differs { pool: String, fields: Vec<String> },
-}
-
-impl PoolOutcome {
-    pub fn pool(&self) -> &str {
-        match self {
-            PoolOutcome::Taken { pool, .. } | PoolOutcome::Empty { pool } | PoolOutcome::Differs { pool, .. } => pool,
-        }
-    }
-}
-
-/// What a create that named a pool got from it, said the same way to a
-/// person and to a program: a box made cold is as visible in `--json` as
-/// on a terminal, with why and what refills the pool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PoolHandOut {
-    #[serde(flatten)]
-    pub outcome: PoolOutcome,
-    /// A daemon holds the store's supervisor lock, and refills the pool.
-    pub refilled: bool,
-    /// One line for a person: what happened, and what to do about it.
-    pub note: String,
-}
-
-impl PoolHandOut {
-    pub fn new(outcome: PoolOutcome, refilled: bool) -> PoolHandOut {
-        let pool = outcome.pool();
-        let refill = if refilled {
-            String::new()
-        } else {
-            format!("no daemon refills it (`tinybox daemon start`, or `tinybox pool fill {pool}` now)")
-        };
-        let note = match &outcome {
-            PoolOutcome::Taken { left, .. } if refilled => format!("taken from pool {pool} ({left} left)"),
-            PoolOutcome::Taken { left, .. } => format!("taken from pool {pool} ({left} left; {refill})"),
-            PoolOutcome::Empty { .. } if refilled => format!(
-                "pool {pool} had no box ready: created cold (the daemon is refilling it; --pool-only refuses instead)"
-            ),
-            PoolOutcome::Empty { .. } => {
-                format!("pool {pool} had no box ready: created cold, and {refill} (--pool-only refuses instead)")
-            }
-            PoolOutcome::Differs { fields, .. } => format!(
-                "the request differs from pool {pool}'s in {}: created cold (--pool-only refuses instead)",
-                fields.join(", ")
-            ),
-        };
-        PoolHandOut { outcome, refilled, note }
-    }
 }
 
 /// What one fill did.

@@ -2,11 +2,15 @@
 //! vocabulary shared with drivers lives in `tinybox_sdk::model` and is
 //! re-exported here.
 
+mod error;
 pub mod info;
+mod network;
 pub mod spec;
 
+pub use error::SpecError;
 pub use info::{BoxInfo, Instance, PendingSnapshot, Phase, SnapshotRecord};
-pub use spec::{BoxSpec, Lifecycle, PASSTHROUGH, Placement, SpecError};
+pub use network::NetworkChoice;
+pub use spec::{BoxSpec, Lifecycle, PASSTHROUGH, Placement};
 pub use tinybox_sdk::model::*;
 
 #[cfg(test)]

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::model::{
-    HostName, IsolationLevel, NetworkPolicy, NonPositiveLimit, PortMapping, Resources, SandboxName, WorkspaceSource,
+    HostName, IsolationLevel, NetworkPolicy, PortMapping, Resources, SandboxName, WorkspaceSource,
 };
+
+use super::SpecError;
 
 /// One point on each axis: which host reaches the machine, which sandbox confines the code.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -165,19 +167,4 @@ impl BoxSpec {
         }
         Ok(())
     }
-}
-
-/// A spec that breaks a rule.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SpecError {
-    #[error(transparent)]
-    Limit(#[from] NonPositiveLimit),
-    #[error("{0}")]
-    Lifecycle(String),
-    #[error("{0}")]
-    Namespace(String),
-    #[error(transparent)]
-    Allowlist(#[from] crate::egress::AllowlistError),
-    #[error("environment variable {0:?} is invalid; names are non-empty without '=' or NUL, values without NUL")]
-    Env(String),
 }

@@ -1,7 +1,8 @@
-//! The store the CLI uses, in a directory shared by every tinybox process
-//! on the machine: the box records (one file each, in [`super::boxes`]) and
-//! the small documents beside them (templates, snapshots, hosts, settings),
-//! each kept whole by [`JsonDoc`].
+//! The store's files and their locks, beneath every document of the store:
+//! the small documents beside the box records (templates, snapshots, hosts,
+//! settings, pools) each kept whole by [`JsonDoc`], and the shared and
+//! exclusive locks the box files take too. [`super::file_store`] puts the
+//! box files and the snapshot list together as `FileStore`.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -12,10 +13,8 @@ use std::path::{Path, PathBuf};
 use fs4::FileExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tinybox_sdk::model::BoxId;
 
-use super::{Store, StoreError};
-use crate::model::BoxInfo;
+use super::StoreError;
 
 /// The document format this build writes and the newest it reads.
 pub(crate) const DOC_VERSION: u32 = 1;
@@ -208,100 +207,6 @@ impl<T: Document> JsonDoc<T> {
     }
 }
 
-/// Boxes recorded in `<dir>` one file each (see [`super::boxes`]), safe
-/// to share between processes.
-#[derive(Debug)]
-pub struct FileStore {
-    boxes: super::boxes::BoxFiles,
-    snapshots: super::snapshots::SnapshotFile,
-}
-
-impl FileStore {
-    /// A store in `dir`. Nothing is read or made until the first operation;
-    /// the directory (mode 0700) is created by the first change.
-    pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, StoreError> {
-        let dir = dir.into();
-        Ok(FileStore {
-            snapshots: super::snapshots::SnapshotFile::open(&dir)?,
-            boxes: super::boxes::BoxFiles::open(dir),
-        })
-    }
-
-    /// `boxes.json`: the layout's marker (in a store an older build wrote
-    /// and no change has migrated yet, every record).
-    pub fn path(&self) -> &Path {
-        self.boxes.marker_path()
-    }
-}
-
-impl Store for FileStore {
-    fn list(&self) -> Result<Vec<BoxInfo>, StoreError> {
-        self.boxes.list()
-    }
-
-    fn get(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
-        self.boxes.get(id)
-    }
-
-    fn get_many(&self, ids: &[BoxId]) -> Result<Vec<Option<BoxInfo>>, StoreError> {
-        self.boxes.get_many(ids)
-    }
-
-    fn next_free_id(&self) -> Result<BoxId, StoreError> {
-        self.boxes.next_free_id()
-    }
-
-    fn insert(&self, info: BoxInfo) -> Result<(), StoreError> {
-        self.boxes.insert(info)
-    }
-
-    fn update(&self, id: &BoxId, change: &mut dyn FnMut(&mut BoxInfo)) -> Result<BoxInfo, StoreError> {
-        self.boxes.update(id, change)
-    }
-
-    fn remove(&self, id: &BoxId) -> Result<Option<BoxInfo>, StoreError> {
-        self.boxes.remove(id)
-    }
-
-    fn snapshots(&self) -> Result<Vec<super::SnapshotEntry>, StoreError> {
-        self.snapshots.list()
-    }
-
-    fn record_snapshot(&self, entry: super::SnapshotEntry) -> Result<(), StoreError> {
-        self.snapshots.record(entry)
-    }
-
-    fn forget_snapshot(&self, id: &tinybox_sdk::model::SnapshotId) -> Result<(), StoreError> {
-        self.snapshots.forget(id)
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::TemplateStore;
-
-    #[test]
-    fn a_document_s_stale_temporary_files_are_cleared_by_its_next_write_and_no_other_s() {
-        let tmp = tempfile::tempdir().unwrap();
-        let templates = TemplateStore::open(tmp.path()).unwrap();
-        let stale = tmp.path().join(".templates.json.abc123.tmp");
-        let other = tmp.path().join(".hosts.json.abc123.tmp");
-        fs::write(&stale, b"{").unwrap();
-        fs::write(&other, b"{").unwrap();
-        templates.list().unwrap();
-        assert!(stale.exists(), "readers leave temporary files alone");
-        templates
-            .save(crate::store::Template {
-                name: crate::model::TemplateName::new("t").unwrap(),
-                snapshot: tinybox_sdk::model::SnapshotId::new("s").unwrap(),
-                sandbox: crate::model::SandboxName::passthrough(),
-                host: crate::model::HostName::local(),
-                created_at: None,
-                workspace_dir: None,
-            })
-            .unwrap();
-        assert!(!stale.exists());
-        assert!(other.exists(), "another document's temporary files are not ours");
-    }
-}
+#[path = "file_tests.rs"]
+mod tests;

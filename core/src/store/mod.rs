@@ -5,7 +5,9 @@
 //! local file, and async would push executor choice onto every caller.
 
 mod boxes;
+mod error;
 pub(crate) mod file;
+mod file_store;
 pub mod hosts;
 mod memory;
 pub mod pools;
@@ -14,13 +16,12 @@ pub mod snapshots;
 pub mod templates;
 pub mod verdicts;
 
-use std::path::PathBuf;
-
 use tinybox_sdk::model::{BoxId, SnapshotId};
 
 use crate::model::BoxInfo;
 
-pub use file::FileStore;
+pub use error::StoreError;
+pub use file_store::FileStore;
 pub use hosts::HostStore;
 pub use memory::MemoryStore;
 pub use pools::{Pool, PoolStore};
@@ -30,28 +31,6 @@ pub use templates::{Template, TemplateStore};
 
 /// How many identifier collisions `insert_new` retries before giving up.
 pub const INSERT_RETRIES: usize = 1000;
-
-/// Why the store could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("box {0} already exists")]
-    Exists(BoxId),
-    #[error("no box named {0}; `tinybox ls` lists the boxes")]
-    NotFound(BoxId),
-    #[error("store {path} is corrupt ({detail}); it was left untouched: repair or move it aside")]
-    Corrupt { path: PathBuf, detail: String },
-    #[error("store {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The store's path leads somewhere tinybox must not keep records.
-    #[error("store {path} {problem}; choose a directory of your own with --store or TINYBOX_HOME")]
-    Refused { path: PathBuf, problem: String },
-    #[error("could not allocate a box identifier after {0} attempts")]
-    Exhausted(usize),
-}
 
 /// Where boxes are recorded.
 pub trait Store: Send + Sync {

@@ -26,10 +26,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::vm::{self, whole_argument};
+use crate::vm::{self, PORT_SOCKET, whole_argument};
 
-/// The VM's egress port, a chardev socket QEMU listens on.
-pub const PORT_SOCKET: &str = "egress.sock";
 /// The relay's pid, written by the driver that started it.
 pub const PID: &str = "relay.pid";
 /// The relay's stderr.

@@ -81,6 +81,10 @@ fn initrd_argument(path: &Path) -> Result<String, String> {
     Ok(value)
 }
 
+/// The VM's egress port, a chardev socket QEMU listens on (the relay
+/// connects to it).
+pub const PORT_SOCKET: &str = "egress.sock";
+
 /// How box-written files land on the host (9p `mapped-xattr`, ADR 0013):
 /// created by QEMU's user with these modes; the modes, owners and file
 /// types the guest sets live in `user.virtfs.*` extended attributes.
@@ -200,7 +204,7 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
         a.push("-chardev".into());
         a.push(format!(
             "socket,id=eg,path={},server=on,wait=off",
-            option_value("the box directory", &dir.join(crate::relay::PORT_SOCKET))?
+            option_value("the box directory", &dir.join(PORT_SOCKET))?
         ));
         a.push("-device".into());
         a.push(format!("virtserialport,chardev=eg,name={}", tinybox_microvm_agent::mux::PORT_NAME));

@@ -2,15 +2,15 @@
 //! entered by every command before its first instruction, removed with the
 //! box. Which limits this driver declares is decided in the handshake from
 //! this machine's cgroup mounts and whether the caller may write them (root,
-//! or a cgroup delegated to the caller: `delegated.rs`); the scripts here
+//! or a cgroup delegated to the caller: its part `cgroup/delegated.rs`); the scripts here
 //! run on the box's host and do the work (ADR 0015).
+
+pub mod delegated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use tinybox_sdk::model::{Limit, Resources};
-
-use crate::delegated;
 
 /// The period cpu quotas are expressed in, microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;

@@ -21,7 +21,6 @@
 
 mod bwrap;
 mod cgroup;
-mod delegated;
 mod health;
 mod sandbox;
 mod seccomp;
@@ -157,12 +156,12 @@ fn limits_here(host: &HostHandle) -> cgroup::Support {
     if rustix::process::geteuid().is_root() || cgroup::is_remote(host.config()) {
         return cgroup::for_host(host.config(), root, &cgroup::Caller::Root);
     }
-    let parent = match delegated::parent_setting(host.state_dir()) {
+    let parent = match cgroup::delegated::parent_setting(host.state_dir()) {
         Ok(parent) => parent,
         Err(why) => return cgroup::Support::none(&format!("no resource limits: {why}")),
     };
     let proc_cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let user = delegated::Caller {
+    let user = cgroup::delegated::Caller {
         uid: rustix::process::geteuid().as_raw(),
         proc_cgroup: &proc_cgroup,
         parent: parent.as_deref(),

@@ -10,7 +10,8 @@
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 
-use super::{CopyError, PIPE_CAPACITY};
+use super::PIPE_CAPACITY;
+use super::error::CopyError;
 
 /// What a copy out may write here unless the caller says otherwise:
 /// bytes written in all, and the size of any one file.
@@ -116,23 +117,9 @@ fn fill(from: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-/// A size as a person reads it: `1 TiB`, `10 GiB`, `512 bytes`.
-pub(super) fn human(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} bytes");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if value.fract() == 0.0 { format!("{value:.0} {}", UNITS[unit]) } else { format!("{value:.1} {}", UNITS[unit]) }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::error::human;
     use std::os::unix::fs::MetadataExt;
 
     use super::*;

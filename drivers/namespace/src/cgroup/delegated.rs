@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 
 use tinybox_sdk::model::Limit;
 
-use crate::cgroup::{CONTROLLERS, Support};
+use super::{CONTROLLERS, Support};
 
 /// What a file's inode says, as far as the kernel's permission checks go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
