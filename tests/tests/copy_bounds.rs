@@ -245,7 +245,8 @@ fn namespace_a_copy_where_the_box_keeps_nothing_is_refused() {
         let file = src.path().join("f");
         std::fs::write(&file, "kept?").unwrap();
         env.who.own(&file);
-        let before = env.run(&["inspect", &id]).stdout;
+        // The record as JSON (the table's "expires in" moves with the clock).
+        let before = env.run(&["--json", "inspect", &id]).stdout;
         for dst in ["/tmp/x", "/tmp/", "/etc/x", "/workspace/../tmp/x"] {
             let got = env.run(&["cp", s(&file), &format!("{id}:{dst}")]);
             assert_refused(
@@ -254,7 +255,11 @@ fn namespace_a_copy_where_the_box_keeps_nothing_is_refused() {
                 &[&format!("namespace box {id} keeps only /workspace between commands"), "copy to /workspace/..."],
             );
         }
-        assert_eq!(env.run(&["inspect", &id]).stdout, before, "{who_is}: the box's record changed");
+        assert_eq!(
+            String::from_utf8_lossy(&env.run(&["--json", "inspect", &id]).stdout),
+            String::from_utf8_lossy(&before),
+            "{who_is}: the box's record changed"
+        );
         // Where the box keeps it: copied, and the next command sees it.
         for dst in ["/workspace/x", "y"] {
             let got = env.run(&["cp", s(&file), &format!("{id}:{dst}")]);
