@@ -118,10 +118,11 @@ impl PrivateDaemon {
         // Its containerd and shims name the directory in their arguments;
         // a shim's children are its containers' processes.
         let root = self.dir.path().to_string_lossy().into_owned();
-        let mine: Vec<u32> = processes().into_iter().filter(|(_, _, args)| args.contains(&root)).map(|p| p.0).collect();
+        let mine: Vec<u32> =
+            crate::processes().into_iter().filter(|(_, _, args)| args.contains(&root)).map(|p| p.0).collect();
         let deadline = Instant::now() + GUARD;
         for pid in &mine {
-            for (child, _, _) in processes().into_iter().filter(|(_, parent, _)| parent == pid) {
+            for (child, _, _) in crate::processes().into_iter().filter(|(_, parent, _)| parent == pid) {
                 kill(child);
             }
             kill(*pid);
@@ -145,18 +146,4 @@ impl Drop for PrivateDaemon {
             let _ = Command::new("umount").args(["-l", point]).status();
         }
     }
-}
-
-/// Every process: (pid, parent pid, arguments joined by spaces).
-fn processes() -> Vec<(u32, u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            let args = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((pid, parent, String::from_utf8_lossy(&args).replace('\0', " ")))
-        })
-        .collect()
 }

@@ -341,6 +341,35 @@ pub fn compiled_probe(name: &str, source: &str) -> PathBuf {
     out
 }
 
+/// Every process: (pid, parent pid, arguments joined by spaces).
+pub fn processes() -> Vec<(u32, u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            let args = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, parent, String::from_utf8_lossy(&args).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// The workspace's own packages, as `cargo metadata --no-deps` lists them
+/// (the tidy suites read the crates, their targets and their arrows here).
+pub fn workspace_packages() -> Vec<serde_json::Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .current_dir(root)
+        .args(["metadata", "--offline", "--no-deps", "--format-version", "1"])
+        .output()
+        .expect("run cargo metadata");
+    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    v["packages"].as_array().expect("packages").clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,25 +9,11 @@
 //! as cargo itself reads them).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
-
-/// The workspace's own packages, as `cargo metadata --no-deps` lists them.
-fn packages() -> Vec<Value> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root())
-        .args(["metadata", "--offline", "--no-deps", "--format-version", "1"])
-        .output()
-        .expect("run cargo metadata");
-    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
-    v["packages"].as_array().expect("packages").clone()
 }
 
 fn manifest(p: &Value) -> PathBuf {
@@ -56,7 +42,7 @@ fn package<'a>(all: &'a [Value], name: &str) -> &'a Value {
 
 #[test]
 fn no_driver_depends_on_core() {
-    let all = packages();
+    let all = tinybox_tests::workspace_packages();
     let drivers = root().join("drivers");
     let under: Vec<&Value> = all.iter().filter(|p| manifest(p).starts_with(&drivers)).collect();
     assert!(under.len() >= 5, "the drivers' manifests were not found: {under:?}");
@@ -76,7 +62,7 @@ fn no_driver_depends_on_core() {
 /// stands on no other workspace crate (ADR 0028).
 #[test]
 fn the_image_store_stands_alone_and_no_driver_takes_it() {
-    let all = packages();
+    let all = tinybox_tests::workspace_packages();
     let image = package(&all, "tinybox-image");
     assert!(our_deps(image, false).is_empty(), "tinybox-image depends on {:?}", our_deps(image, false));
     let drivers = root().join("drivers");
@@ -87,7 +73,7 @@ fn the_image_store_stands_alone_and_no_driver_takes_it() {
 
 #[test]
 fn the_module_and_the_kit_build_on_core_and_the_sdk_only() {
-    let all = packages();
+    let all = tinybox_tests::workspace_packages();
     for name in ["tinybox-module", "tinybox-verify"] {
         assert_eq!(
             our_deps(package(&all, name), true),
@@ -107,7 +93,7 @@ fn the_module_and_the_kit_build_on_core_and_the_sdk_only() {
 /// process.
 #[test]
 fn core_takes_the_egress_crate_without_its_proxy() {
-    let all = packages();
+    let all = tinybox_tests::workspace_packages();
     for name in ["tinybox-core", "tinybox-sdk", "tinybox-module", "tinybox-verify", "tinybox-cli"] {
         let p = package(&all, name);
         for dep in p["dependencies"].as_array().expect("dependencies") {
@@ -181,7 +167,7 @@ fn the_architecture_document_names_every_crate_and_source_file() {
     let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read docs/architecture.md");
     let spans: Vec<String> = doc.split('`').skip(1).step_by(2).map(str::to_lowercase).collect();
     let mut unnamed = Vec::new();
-    let all = packages();
+    let all = tinybox_tests::workspace_packages();
     assert!(all.len() >= 10, "too few workspace packages: {}", all.len());
     for p in &all {
         let dir = manifest(p).parent().expect("a crate directory").to_path_buf();
@@ -296,7 +282,7 @@ fn every_dependency_arrow_points_down_the_architecture_s_floors() {
         }
     };
     let mut wrong = Vec::new();
-    for p in packages() {
+    for p in tinybox_tests::workspace_packages() {
         let name = p["name"].as_str().expect("name");
         let Some(floor) = floor_of(name) else {
             wrong.push(format!("{name} is on no floor of docs/architecture.md's code map"));

@@ -10,9 +10,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use serde_json::Value;
 
 /// Arrows left in place, each with why, dropped before circles are looked
 /// for: the circle each closes stays visible here and nowhere else.
@@ -538,16 +535,8 @@ fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
 
 /// Every library and binary target's root file, from `cargo metadata`.
 fn target_roots() -> Vec<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root())
-        .args(["metadata", "--offline", "--no-deps", "--format-version", "1"])
-        .output()
-        .expect("run cargo metadata");
-    assert!(out.status.success(), "cargo metadata: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
     let mut roots = Vec::new();
-    for p in v["packages"].as_array().expect("packages") {
+    for p in &tinybox_tests::workspace_packages() {
         for t in p["targets"].as_array().expect("targets") {
             let kinds = t["kind"].as_array().expect("kind");
             if kinds.iter().any(|k| ["lib", "bin", "cdylib", "rlib", "staticlib"].contains(&k.as_str().unwrap_or(""))) {

@@ -12,21 +12,6 @@ fn kill_pid(pid: u32) {
     );
 }
 
-/// Every process: (pid, parent pid, arguments joined by spaces).
-fn processes() -> Vec<(u32, u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // The name may hold spaces and parentheses: the fields follow the last ')'.
-            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            let args = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((pid, parent, String::from_utf8_lossy(&args).replace('\0', " ")))
-        })
-        .collect()
-}
-
 /// Waits for `child` to end, failing the test if it has not within `guard`.
 fn output_within(child: std::process::Child, guard: Duration) -> std::process::Output {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -96,7 +81,7 @@ fn a_command_dies_with_the_driver_that_started_it() {
     let (line, out) = read_line_within(BufReader::new(exec.stdout.take().unwrap()), GUARD);
     assert_eq!(line, "started\n");
     drop(out);
-    let driver = processes()
+    let driver = tinybox_tests::processes()
         .into_iter()
         .find(|(_, parent, args)| *parent == exec.id() && args.contains("tinybox-driver-docker"))
         .map(|(pid, _, _)| pid)
