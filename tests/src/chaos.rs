@@ -229,20 +229,12 @@ pub fn program(pid: u32) -> Option<String> {
 
 /// (pid, parent pid) of every process.
 fn parents() -> Vec<(u32, u32)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, parent))
-        })
-        .collect()
+    crate::processes().into_iter().map(|(pid, parent, _)| (pid, parent)).collect()
 }
 
 /// The children of `pid`.
 pub fn children(pid: u32) -> Vec<u32> {
-    parents().into_iter().filter(|(_, parent)| *parent == pid).map(|(p, _)| p).collect()
+    crate::processes().into_iter().filter(|(_, parent, _)| *parent == pid).map(|(p, _, _)| p).collect()
 }
 
 /// SIGKILL to a process found by pid; it may have gone already.
