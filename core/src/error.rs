@@ -51,6 +51,9 @@ pub enum Capability {
     /// Starting a box from a snapshot, in a sandbox that takes none.
     SnapshotSource,
     Snapshot,
+    /// A snapshot of this one box, whose driver said it keeps nothing to
+    /// take (a namespace box made without an image).
+    BoxSnapshot,
     Fork,
     /// Running a read-only command from a stopped box's snapshot.
     SnapshotExec,
@@ -91,6 +94,9 @@ impl fmt::Display for Capability {
             Capability::Source(kind) => write!(f, "workspace source {kind}"),
             Capability::SnapshotSource => f.write_str("snapshots"),
             Capability::Snapshot => f.write_str("snapshot"),
+            Capability::BoxSnapshot => {
+                f.write_str("snapshot of this box (its driver keeps nothing of it to take; make the box from an image)")
+            }
             Capability::Fork => f.write_str("fork"),
             Capability::SnapshotExec => f.write_str("snapshot_exec (reading a stopped box from its snapshot)"),
             Capability::RunOnce => f.write_str("run_once (a box made for one command in one step)"),

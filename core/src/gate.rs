@@ -95,6 +95,15 @@ pub fn admit_snapshot(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Resu
     Ok(())
 }
 
+/// Checks that this one box can be snapshotted: its driver may have said
+/// at create that it keeps less than its sandbox declares.
+pub fn admit_box_snapshot(instance: &crate::model::Instance) -> Result<()> {
+    if instance.snapshot == Some(SnapshotSupport::None) {
+        return Err(Error::unsupported(&instance.placement.sandbox, Capability::BoxSnapshot));
+    }
+    Ok(())
+}
+
 /// Checks that a sandbox can run a read-only command from a stopped box's
 /// snapshot (what copying out of a stopped box needs).
 pub fn admit_snapshot_exec(sandbox: &SandboxName, caps: &SandboxCapabilities) -> Result<()> {

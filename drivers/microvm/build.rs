@@ -1,52 +1,9 @@
-//! Builds the guest agent as a static executable and hands its path to the
-//! driver, which embeds it (`include_bytes!`) and writes it into every
-//! initramfs it makes. The guest has no C library, so the agent must be
-//! statically linked; cargo has no per-package target features, so this is
-//! a second cargo invocation for that one package, into a target directory
-//! of its own (no lock shared with the build that runs this script).
-//!
-//! TINYBOX_MICROVM_AGENT=/path/to/static/agent skips the build and embeds
-//! that file instead (for packagers building the agent their own way).
+//! Builds the in-box agent as a static executable for this driver to embed
+//! (`include_bytes!`); see drivers/microvm/agent/build_static.rs.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+include!("agent/build_static.rs");
 
 fn main() {
-    println!("cargo:rerun-if-changed=agent");
-    println!("cargo:rerun-if-env-changed=TINYBOX_MICROVM_AGENT");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let dest = out.join("tinybox-microvm-agent");
-    if let Some(prebuilt) = std::env::var_os("TINYBOX_MICROVM_AGENT") {
-        std::fs::copy(&prebuilt, &dest).unwrap_or_else(|e| panic!("cannot copy TINYBOX_MICROVM_AGENT: {e}"));
-        return;
-    }
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let workspace = manifest_dir.join("../..");
-    // OUT_DIR is <target>/[<triple>/]<profile>/build/<pkg>-<hash>/out.
-    let target_root = out.ancestors().nth(4).map(Path::to_path_buf).unwrap_or_else(|| out.clone());
-    let agent_target = target_root.join("microvm-agent");
-    let triple = std::env::var("TARGET").expect("cargo sets TARGET");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&workspace)
-        .args(["build", "--release", "--locked", "--offline", "-p", "tinybox-microvm-agent", "--bin"])
-        .arg("tinybox-microvm-agent")
-        .arg("--target")
-        .arg(&triple)
-        .arg("--target-dir")
-        .arg(&agent_target)
-        // With an explicit --target these flags reach the agent and its
-        // dependencies only, never build scripts or proc macros.
-        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+crt-static")
-        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env_remove("RUSTFLAGS")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .env_remove("CLIPPY_ARGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET");
-    let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo to build the guest agent: {e}"));
-    assert!(status.success(), "building the static guest agent failed ({status}); see the output above");
-    let built = agent_target.join(&triple).join("release/tinybox-microvm-agent");
-    std::fs::copy(&built, &dest).unwrap_or_else(|e| panic!("cannot copy {}: {e}", built.display()));
+    build_static_agent(&manifest_dir.join("../.."));
 }

@@ -141,8 +141,12 @@ impl ImageStore {
         let layers = layer_records(&id, &manifest, &config)?;
         let to_fetch: Vec<_> = layers.iter().filter(|l| !self.blob_path(&l.digest).exists()).collect();
         progress.start(to_fetch.iter().map(|l| l.size).sum(), to_fetch.len());
-        let fetched: Vec<u64> = futures_util::stream::iter(layers.iter())
-            .map(|layer| self.fetch_layer(remote, parsed, layer, progress, added))
+        // Owned records, not references, into the closure: a closure over a
+        // borrowed item makes the whole pull's future Send for one lifetime
+        // only, and a caller that spawns it (core, for a box's image) needs
+        // it Send for all.
+        let fetched: Vec<u64> = futures_util::stream::iter(layers.iter().cloned())
+            .map(|layer| async move { self.fetch_layer(remote, parsed, &layer, progress, added).await })
             .buffer_unordered(CONCURRENT_LAYERS)
             .try_collect()
             .await?;

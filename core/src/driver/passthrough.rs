@@ -31,6 +31,7 @@ pub async fn create(_host: &HostLink, params: CreateParams) -> Result<CreateResu
         workdir,
         isolation: None,
         persistent_paths: None,
+        snapshot: None,
     })
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use tinybox_sdk::model::{BoxId, IsolationLevel, TemplateName, WorkspaceSource};
+use tinybox_sdk::model::{BoxId, Feature, IsolationLevel, TemplateName, WorkspaceSource};
 use tinybox_sdk::protocol::{BoxRef, CreateParams};
 
 use super::Tinybox;
@@ -105,6 +105,7 @@ impl Tinybox {
                     self.discard_synced(&spec.workspace.host, dir).await;
                 }
                 self.egress_discard(&spec.namespace, &id).await?;
+                self.release_image(&id, &spec);
                 self.store.remove(&id)?;
                 Err(e)
             }
@@ -169,6 +170,14 @@ impl Tinybox {
             true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts).await?),
             false => None,
         };
+        let image_ref = match &spec.source {
+            Some(WorkspaceSource::OciImage { reference }) if caps.has(&Feature::ImageRoot) => Some(reference.clone()),
+            _ => None,
+        };
+        let image = match image_ref {
+            Some(reference) => Some(self.image_root(id, &reference).await?),
+            None => None,
+        };
         let created = link
             .create(CreateParams {
                 box_id: id.clone(),
@@ -182,6 +191,7 @@ impl Tinybox {
                 workspace_dir,
                 egress,
                 egress_exceptions,
+                image,
             })
             .await?;
         let isolation = box_isolation(created.isolation, caps.isolation);
@@ -203,6 +213,7 @@ impl Tinybox {
             workdir: created.workdir,
             verified: verified && isolation > tinybox_sdk::model::IsolationLevel::None,
             persistent_paths: created.persistent_paths,
+            snapshot: created.snapshot.filter(|s| *s < caps.snapshot),
         })
     }
 }

@@ -78,6 +78,7 @@ impl Tinybox {
         self.sweep_unrecorded_snapshots(id).await?;
         // Its egress proxy, found from the record alone (none for most boxes).
         self.egress_discard(&info.spec.namespace, id).await?;
+        self.release_image(id, &info.spec);
         // A local directory on a remote host was synced there for this box.
         let host = &info.spec.workspace.host;
         let synced = matches!(info.spec.source, Some(tinybox_sdk::model::WorkspaceSource::LocalDir { .. }));

@@ -102,6 +102,7 @@ impl Tinybox {
             verified: false,
             // A one-shot box takes no copy.
             persistent_paths: None,
+            snapshot: None,
         };
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
@@ -124,6 +125,7 @@ impl Tinybox {
             workspace_dir,
             egress: None,
             egress_exceptions: Vec::new(),
+            image: None,
         };
         Ok(Some(OneShot { info, instance, link, create }))
     }

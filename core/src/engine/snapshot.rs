@@ -19,6 +19,7 @@ impl Tinybox {
         let ws = self.instance(&info)?.clone();
         let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
         gate::admit_snapshot(&ws.placement.sandbox, &link.capabilities())?;
+        gate::admit_box_snapshot(&ws)?;
         // Recorded before the driver is asked: a snapshot killed between
         // the driver's work and the record below leaves this behind, and
         // `rm` of the box then sweeps the image no record names.
@@ -60,6 +61,7 @@ impl Tinybox {
         let ws = self.instance(&info)?.clone();
         let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
         gate::admit_fork(&ws.placement.sandbox, &link.capabilities())?;
+        gate::admit_box_snapshot(&ws)?;
         let snap = self.snapshot(id).await?;
         let mut spec = info.spec.clone();
         spec.source = Some(WorkspaceSource::Snapshot { id: snap.id });

@@ -61,6 +61,10 @@ pub struct Instance {
     /// says nothing, or a box recorded before drivers could say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_paths: Option<Vec<String>>,
+    /// The snapshots this box can take when its driver said they are fewer
+    /// than its sandbox declared; `None`: the declaration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<tinybox_sdk::model::SnapshotSupport>,
 }
 
 /// A snapshot taken of a box.

@@ -275,7 +275,7 @@ impl Docker {
             unpublished,
         };
         let handle = serde_json::to_value(&handle).map_err(|e| DriverError::failed(e.to_string()))?;
-        Ok(CreateResult { handle, workdir, isolation: None, persistent_paths: None })
+        Ok(CreateResult { handle, workdir, isolation: None, persistent_paths: None, snapshot: None })
     }
 
     /// Refuses (and removes) an allowlist box whose container user cannot

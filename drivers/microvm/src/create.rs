@@ -328,6 +328,7 @@ async fn boot(
         isolation: (accel == Accel::Tcg).then_some(IsolationLevel::Kernel),
         // The guest's disk outlives each command: everything is kept.
         persistent_paths: None,
+        snapshot: None,
     })
 }
 

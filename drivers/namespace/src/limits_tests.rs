@@ -78,6 +78,7 @@ fn site_with_state() -> Site {
         store: "/store/drivers/namespace".into(),
         workspaces: Some("/store/drivers/namespace/workspaces".into()),
         cgroups: Default::default(),
+        local: None,
     }
 }
 

@@ -22,6 +22,8 @@
 mod bwrap;
 mod cgroup;
 mod health;
+mod image_box;
+mod overlay;
 mod sandbox;
 mod seccomp;
 
@@ -30,7 +32,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use async_trait::async_trait;
-use tinybox_sdk::model::{ExitStatus, Feature, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind};
+use tinybox_sdk::model::{
+    ExitStatus, Feature, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, TtySize,
+};
 use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult};
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -39,6 +43,8 @@ struct Namespace {
     limits: OnceLock<cgroup::Support>,
     /// Boxes run on another machine (core says so in the handshake).
     remote: OnceLock<bool>,
+    /// Commands running in image boxes, through their agents.
+    running: tinybox_microvm_agent::host::Running,
 }
 
 impl Namespace {
@@ -64,7 +70,8 @@ impl Namespace {
         };
         let support = self.support();
         let cgroups = sandbox::Cgroups { unified: support.unified, parents: support.parents };
-        sandbox::Site { store, workspaces, cgroups }
+        let local = if remote { None } else { host.state_dir().map(Path::to_path_buf) };
+        sandbox::Site { store, workspaces, cgroups, local }
     }
 }
 
@@ -88,6 +95,8 @@ fn features(limits: bool, remote: bool, fence: bool) -> std::collections::BTreeS
         features.insert(Feature::ResourceLimits);
     }
     if !remote {
+        // Core hands an image box the image's root from its own store.
+        features.insert(Feature::ImageRoot);
         // The proxy runs beside core, on this machine: its socket can be
         // bound into a box here, not into one on another machine.
         features.insert(Feature::NetworkAllowlist);
@@ -121,7 +130,11 @@ impl SandboxDriver for Namespace {
             },
             limits,
             network_deny: true,
-            sources: [SourceKind::LocalDir].into(),
+            // Images only on this machine, where core's image store is.
+            sources: match self.remote.get().copied().unwrap_or(true) {
+                true => [SourceKind::LocalDir].into(),
+                false => [SourceKind::LocalDir, SourceKind::OciImage].into(),
+            },
             options: Default::default(),
         }
     }
@@ -135,7 +148,7 @@ impl SandboxDriver for Namespace {
         // without a fork; on another, fed through a pipe.
         let remote = self.remote.get().copied().unwrap_or(true);
         let programs = if remote { None } else { host.state_dir() };
-        sandbox::exec(host, p, programs, remote).await
+        sandbox::exec(host, p, programs, remote, &self.running).await
     }
 
     async fn destroy(&self, host: &HostHandle, target: BoxRef) -> Result<(), DriverError> {
@@ -144,6 +157,18 @@ impl SandboxDriver for Namespace {
 
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
         sandbox::inspect(host, target).await
+    }
+
+    /// An image box's command runs under its agent, not `host.run`: its
+    /// cancel and its terminal's size go there (other commands' are core's).
+    async fn cancel(&self, _host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {
+        tinybox_microvm_agent::host::cancel(&self.running, exec_id);
+        Ok(())
+    }
+
+    async fn resize(&self, _host: &HostHandle, exec_id: &str, size: TtySize) -> Result<(), DriverError> {
+        self.running.resize(exec_id, size.rows, size.cols);
+        Ok(())
     }
 }
 
@@ -211,9 +236,16 @@ fn main() {
             println!("{}", words.iter().map(|w| bwrap::shell_word(w)).collect::<Vec<_>>().join(" "));
             return;
         }
+        // An image box's root, mounted before bwrap starts (overlay.rs):
+        // here, before any thread exists.
+        Some("--overlay-root") => std::process::exit(overlay::main(&args[2..])),
         _ => {}
     }
-    tinybox_sdk::run_sandbox_main(Namespace { limits: OnceLock::new(), remote: OnceLock::new() })
+    tinybox_sdk::run_sandbox_main(Namespace {
+        limits: OnceLock::new(),
+        remote: OnceLock::new(),
+        running: Default::default(),
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use tinybox_sdk::protocol::{
 
 use tinybox_sdk::model::names::validate_name;
 
-use crate::{bwrap, cgroup, seccomp};
+use crate::image_box::{self, Dirs, Holder, ImageHandle};
+use crate::{bwrap, cgroup, overlay, seccomp};
 
 /// Hands the seccomp program to the command after it on descriptor 3,
 /// where `bwrap --seccomp 3` reads it: `file PATH` opens the driver's copy
@@ -98,11 +99,14 @@ struct Handle {
     cgroups: Vec<String>,
     /// Those directories are cgroup v2's (one for every controller).
     cgroup_v2: bool,
+    /// A box made from an image: a place held by one bwrap, whose agent
+    /// runs each command (image_box.rs); `workspace` is its directory.
+    image: Option<ImageHandle>,
 }
 
 impl Handle {
     fn json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "workspace": self.workspace,
             "owned": self.owned,
             "egress": self.egress,
@@ -112,7 +116,11 @@ impl Handle {
             "arch": self.arch.map(seccomp::Arch::name),
             "cgroups": self.cgroups,
             "cgroup_v2": self.cgroup_v2,
-        })
+        });
+        if let Some(image) = &self.image {
+            v["image"] = serde_json::json!(image);
+        }
+        v
     }
 
     fn parse(v: &serde_json::Value) -> Result<Handle, DriverError> {
@@ -137,6 +145,13 @@ impl Handle {
             Some(f) => serde_json::from_value(f.clone())
                 .map_err(|e| DriverError::invalid(format!("the box record's fence exceptions do not parse: {e}")))?,
         };
+        let image = match v.get("image") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(i) => Some(
+                serde_json::from_value(i.clone())
+                    .map_err(|e| DriverError::invalid(format!("the box record's image does not parse: {e}")))?,
+            ),
+        };
         // A record from before the key: v2 boxes were all under /sys/fs/cgroup/tinybox.
         let cgroup_v2 = v
             .get("cgroup_v2")
@@ -152,6 +167,7 @@ impl Handle {
             arch: v.get("arch").and_then(|a| a.as_str()).and_then(seccomp::Arch::from_uname),
             cgroups,
             cgroup_v2,
+            image,
         })
     }
 }
@@ -232,6 +248,9 @@ pub struct Site {
     pub workspaces: Option<String>,
     /// Where box cgroups go: what the handshake found (`cgroup::Support`).
     pub cgroups: Cgroups,
+    /// On this machine: the driver's state directory (its agent and
+    /// seccomp files). Image boxes are made only here.
+    pub local: Option<PathBuf>,
 }
 
 /// Where this caller's box cgroups go on this machine.
@@ -251,9 +270,26 @@ impl Site {
 }
 
 pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<CreateResult, DriverError> {
+    let image = match (&p.source, &p.image) {
+        (Some(WorkspaceSource::OciImage { .. }), Some(image)) => Some(image),
+        _ => None,
+    };
+    if image.is_some() {
+        if site.local.is_none() {
+            return Err(DriverError::unsupported(
+                "namespace boxes from an image are made on this machine only: the image's root is in this machine's store",
+            ));
+        }
+        if p.network == Some(NetworkPolicy::Allowlist) {
+            return Err(DriverError::unsupported(
+                "a namespace box from an image has no allowlist yet (its relay is not built static); use --network egress or none",
+            ));
+        }
+    }
     let given = match &p.source {
         None => None,
         Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
+        Some(WorkspaceSource::OciImage { .. }) if image.is_some() => None,
         Some(other) => {
             return Err(DriverError::unsupported(format!(
                 "the namespace sandbox binds a directory you already have; it cannot start from {}",
@@ -396,6 +432,10 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         arch: Some(arch),
         cgroups: Vec::new(),
         cgroup_v2: site.cgroups.unified,
+        image: match image {
+            Some(i) => Some(ImageHandle::of(i)?),
+            None => None,
+        },
     };
     if !p.resources.set().is_empty() {
         let mut argv = vec!["sh".into(), "-c".into(), cgroup::SETUP.into(), "tinybox-cgroup".into()];
@@ -413,6 +453,21 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         }
         handle.cgroups = dirs;
     }
+    if let (Some(image), Some(local)) = (&handle.image, &site.local) {
+        if let Err(e) = start_image_box(host, &handle, image, arch, local).await {
+            image_box::kill(&Dirs::new(Path::new(&handle.workspace)));
+            discard(host, &handle.workspace, true, &handle.cgroups).await;
+            return Err(e);
+        }
+        return Ok(CreateResult {
+            handle: handle.json(),
+            workdir: Some(image.working_dir.clone().unwrap_or_else(|| "/".to_owned())),
+            isolation: None,
+            // A place: everything it writes stays.
+            persistent_paths: None,
+            snapshot: None,
+        });
+    }
     // Every command gets a fresh view of all but the workspace (bwrap.rs).
     let persistent_paths = Some(vec![bwrap::WORKSPACE.to_owned()]);
     Ok(CreateResult {
@@ -420,6 +475,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         workdir: Some(bwrap::WORKSPACE.into()),
         isolation: None,
         persistent_paths,
+        snapshot: None,
     })
 }
 
@@ -454,10 +510,9 @@ fn command(
     arch: seccomp::Arch,
     program: Option<&Path>,
     env_count: usize,
-    bwrap_args: Vec<String>,
+    inner: Vec<String>,
 ) -> Vec<String> {
-    let mut v = vec!["bwrap".to_owned()];
-    v.extend(bwrap_args);
+    let mut v = inner;
     if handle.egress {
         let fence = Fence { exceptions: handle.fence.clone(), resolvers: vec![SLIRP_DNS] };
         let v4 = fence.v4();
@@ -502,8 +557,12 @@ pub async fn exec(
     p: ExecParams,
     programs: Option<&Path>,
     remote: bool,
+    running: &tinybox_microvm_agent::host::Running,
 ) -> Result<ExitStatus, DriverError> {
     let handle = Handle::parse(&p.target.handle)?;
+    if let Some(image) = &handle.image {
+        return image_box::exec(&Dirs::new(Path::new(&handle.workspace)), image, p, running).await;
+    }
     let Some(arch) = handle.arch else {
         return Err(DriverError::unsupported(format!(
             "box {} was made by an older namespace driver that let it set setuid bits in its workspace; remove it and create it again",
@@ -539,7 +598,9 @@ pub async fn exec(
         egress,
     };
     let program = programs.and_then(|dir| seccomp::program_file(dir, arch));
-    let argv = command(&handle, arch, program.as_deref(), env.len(), bwrap::args(&layout, &p.request.argv));
+    let mut inner = vec!["bwrap".to_owned()];
+    inner.extend(bwrap::args(&layout, &p.request.argv));
+    let argv = command(&handle, arch, program.as_deref(), env.len(), inner);
     // The values travel in the start shell's environment, which only its
     // user can read, under names no host program reads (tinybox_sdk::carried_env).
     let mut run_env = host_env();
@@ -567,14 +628,20 @@ pub async fn destroy(host: &dyn Host, site: &Site, target: BoxRef) -> Result<(),
         return destroy_interrupted(host, site, namespace, target.box_id.as_str()).await;
     }
     let handle = Handle::parse(&target.handle)?;
+    if handle.image.is_some() {
+        image_box::kill(&Dirs::new(Path::new(&handle.workspace)));
+    }
     remove_cgroups(host, &handle.cgroups).await?;
     if !handle.owned {
         // The directory is the caller's own; the box never owned it.
         return Ok(());
     }
-    let out =
-        capture(host, vec!["rm".into(), "-rf".into(), "--".into(), handle.workspace.clone()], host_env(), b"").await?;
-    if !out.success() {
+    let argv = match handle.image {
+        Some(_) => vec!["sh".into(), "-c".into(), REMOVE_OWN.into(), "tinybox-rm".into(), handle.workspace.clone()],
+        None => vec!["rm".into(), "-rf".into(), "--".into(), handle.workspace.clone()],
+    };
+    let out = capture(host, argv, host_env(), b"").await?;
+    if !matches!(out.status.code, Some(0)) && !(handle.image.is_some() && out.status.code == Some(1)) {
         return Err(DriverError::failed(format!("cannot remove {}: {}", handle.workspace, out.stderr_text())));
     }
     Ok(())
@@ -597,6 +664,10 @@ async fn destroy_interrupted(host: &dyn Host, site: &Site, namespace: &str, box_
     remove_cgroups(host, &cgroups).await?;
     let mut removed = !cgroups.is_empty();
     if let Some(own) = site.own_workspace(namespace, box_id) {
+        // An image box's processes, from what its bwrap wrote there.
+        if site.local.is_some() {
+            image_box::kill(&Dirs::new(Path::new(&own)));
+        }
         let argv = vec!["sh".into(), "-c".into(), REMOVE_OWN.into(), "tinybox-rm".into(), own.clone()];
         let out = capture(host, argv, host_env(), b"").await?;
         match out.status.code {
@@ -608,13 +679,35 @@ async fn destroy_interrupted(host: &dyn Host, site: &Site, namespace: &str, box_
     if removed { Ok(()) } else { Err(DriverError::not_found(format!("box {box_id} left nothing behind"))) }
 }
 
-/// Removes `$1` when it is there (exit 0), says 1 when it is not.
+/// Removes `$1` when it is there (exit 0), says 1 when it is not. An
+/// image box's layer may hold directories the box made unreadable: made
+/// the owner's again first (chmod -R follows no link it meets).
 const REMOVE_OWN: &str = r#"[ -e "$1" ] || [ -L "$1" ] || exit 1
+[ -L "$1" ] || chmod -R u+rwX -- "$1" 2>/dev/null
 rm -rf -- "$1" || exit 2
 "#;
 
 pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
     let handle = Handle::parse(&target.handle)?;
+    if let Some(image) = &handle.image {
+        let dirs = Dirs::new(Path::new(&handle.workspace));
+        return Ok(if image_box::answers(&dirs).await {
+            InspectResult {
+                state: BoxState::Ready,
+                detail: Some(format!(
+                    "image {} with its own writable layer in {}; one bwrap holds the box, its agent runs each command; network {}",
+                    image.id,
+                    handle.workspace,
+                    if handle.egress { "egress via slirp4netns behind the fence" } else { "loopback only" }
+                )),
+            }
+        } else {
+            InspectResult {
+                state: BoxState::Gone,
+                detail: Some(format!("the box's processes are gone: {}", dirs.log_tail())),
+            }
+        });
+    }
     let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
     Ok(if out.success() {
         let net = match (handle.egress, handle.allowlist) {
@@ -654,3 +747,79 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
 #[cfg(test)]
 #[path = "sandbox_tests.rs"]
 mod tests;
+
+/// Starts the one bwrap that holds an image box, detached from this create
+/// (its own session, its output in the box's log), and waits until its
+/// agent answers. Outermost first: the start shell (cgroups, the seccomp
+/// program on descriptor 3), the egress
+/// namespace when the box has one, the overlay root (overlay.rs), bwrap,
+/// the agent.
+async fn start_image_box(
+    host: &dyn Host,
+    handle: &Handle,
+    image: &ImageHandle,
+    arch: seccomp::Arch,
+    local: &Path,
+) -> Result<(), DriverError> {
+    let dirs = Dirs::new(Path::new(&handle.workspace));
+    dirs.make()
+        .map_err(|e| DriverError::failed(format!("cannot make the box's layers in {}: {e}", handle.workspace)))?;
+    let agent = image_box::agent_file(local)?;
+    let program = seccomp::program_file(local, arch)
+        .ok_or_else(|| DriverError::failed(format!("cannot write the seccomp program in {}", local.display())))?;
+    let me = std::env::current_exe()
+        .map_err(|e| DriverError::failed(format!("cannot find this driver's own executable: {e}")))?;
+    let shown = |p: PathBuf| p.display().to_string();
+    let lower = shown(image.rootfs.clone());
+    for p in [&lower, &handle.workspace] {
+        if let Some(why) = overlay::refuse(p) {
+            return Err(DriverError::invalid(why));
+        }
+    }
+    let holder = Holder {
+        dirs: &dirs,
+        agent: &agent,
+        share_net: handle.egress,
+        cgroups: &handle.cgroups,
+        cgroup_v2: handle.cgroup_v2,
+    };
+    let mut inner = overlay::unshare_argv(rustix::process::geteuid().is_root());
+    inner.extend([
+        shown(me),
+        "--overlay-root".to_owned(),
+        lower,
+        shown(dirs.upper()),
+        shown(dirs.work()),
+        shown(dirs.merged()),
+        "--".to_owned(),
+        "bwrap".to_owned(),
+    ]);
+    inner.extend(holder.args());
+    let mut argv = vec!["sh".to_owned(), "-c".to_owned(), HOLD.to_owned(), "tinybox-hold".to_owned()];
+    argv.push(shown(dirs.log()));
+    argv.extend(command(handle, arch, Some(&program), 0, inner));
+    let out = capture(host, argv, host_env(), b"").await?;
+    if !out.success() {
+        return Err(DriverError::failed(format!(
+            "cannot start the box ({}): {} {}",
+            out.status,
+            out.stderr_text().trim(),
+            dirs.log_tail()
+        )));
+    }
+    let pid =
+        out.stdout_text().trim().parse::<i32>().map_err(|_| {
+            DriverError::failed(format!("starting the box printed {:?}, not its pid", out.stdout_text()))
+        })?;
+    image_box::wait_ready(&dirs, pid).await
+}
+
+/// Starts "$@" in a session of its own that outlives this shell, its
+/// output in the log `$1`, and prints its pid (what it execs into ends as
+/// the box's first bwrap): descriptor 4 carries it, closed in "$@", which
+/// holds nothing of this run's.
+const HOLD: &str = r#"log=$1; shift
+exec 4>&1 </dev/null >>"$log" 2>&1
+setsid "$@" 4>&- &
+echo $! >&4
+"#;

@@ -18,7 +18,7 @@ const WS: &str = "/home/u/proj";
 /// An exec whose seccomp program goes through a pipe (a box on another
 /// machine); `file_programs_*` below covers this machine's file.
 async fn exec(host: &dyn Host, p: ExecParams) -> Result<ExitStatus, DriverError> {
-    super::exec(host, p, None, false).await
+    super::exec(host, p, None, false, &Default::default()).await
 }
 const EXEC_SOCKET: &str = "/run/x.sock";
 
@@ -35,12 +35,13 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         workspace_dir: None,
         egress: None,
         egress_exceptions: Vec::new(),
+        image: None,
     }
 }
 
 /// A driver offered no state directory: a box given no workspace gets a `mktemp` one.
 fn site() -> Site {
-    Site { store: "/store".into(), workspaces: None, cgroups: Default::default() }
+    Site { store: "/store".into(), workspaces: None, cgroups: Default::default(), local: None }
 }
 
 fn local(path: &str) -> Option<WorkspaceSource> {
@@ -432,7 +433,9 @@ mod start_shell;
 async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_by_the_start_shell() {
     let state = tempfile::tempdir().unwrap();
     let host = FakeHost::new();
-    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path()), false).await.unwrap();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(state.path()), false, &Default::default())
+        .await
+        .unwrap();
     let argv = host.argvs().remove(0);
     let program = crate::seccomp::bytes(crate::seccomp::Arch::X86_64);
     let file = crate::seccomp::program_file(state.path(), crate::seccomp::Arch::X86_64).unwrap();
@@ -447,7 +450,9 @@ async fn file_programs_on_this_machine_are_written_by_their_contents_and_opened_
     // A directory it cannot write: the pipe, as for another machine.
     let host = FakeHost::new();
     let missing = state.path().join("no-such-dir");
-    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing), false).await.unwrap();
+    super::exec(&host, exec_params(handle(WS, false, false), None), Some(&missing), false, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(host.argvs().remove(0)[7], "pipe");
 }
 
@@ -462,7 +467,7 @@ async fn a_terminal_run_asks_for_an_unowned_terminal_here_and_the_hosts_session_
         let host = FakeHost::new();
         let mut p = exec_params(handle(WS, false, false), None);
         p.request.tty = if on_tty { tty } else { None };
-        super::exec(&host, p, None, remote).await.unwrap();
+        super::exec(&host, p, None, remote, &Default::default()).await.unwrap();
         let call = host.calls().remove(0).params;
         let new_session = call.argv.iter().any(|a| a == "--new-session");
         let setsid = call.argv.iter().any(|a| a == &crate::bwrap::checked_setsid());

@@ -102,6 +102,10 @@ pub enum Feature {
     /// still checks each entry of a tar coming out, and writes the tar
     /// going in itself.
     Archive,
+    /// An `oci_image` box is made from the image's root filesystem that
+    /// core resolved in its own image store (`CreateParams::image`), not
+    /// from the reference by the sandbox itself.
+    ImageRoot,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -120,6 +124,7 @@ impl fmt::Display for Feature {
             Feature::EgressFence => f.write_str("egress_fence"),
             Feature::RunOnce => f.write_str("run_once"),
             Feature::Archive => f.write_str("archive"),
+            Feature::ImageRoot => f.write_str("image_root"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }

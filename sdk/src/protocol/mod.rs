@@ -4,6 +4,7 @@
 
 pub mod egress;
 pub mod errors;
+pub mod image;
 pub mod version;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use crate::model::{
 
 pub use egress::EgressEndpoint;
 pub use errors::{DriverError, ErrorCode};
+pub use image::ImageRoot;
 pub use version::{PROTOCOL_VERSION, protocol_version};
 
 /// Method names. Core calls the first group; a sandbox driver calls
@@ -247,6 +249,10 @@ pub struct CreateParams {
     /// keeps them with the box and parses them again before use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_exceptions: Vec<crate::fence::Exception>,
+    /// With an `oci_image` source, to a sandbox declaring
+    /// `Feature::ImageRoot` only: the image's root, resolved by core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRoot>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on
@@ -270,6 +276,12 @@ pub struct CreateResult {
     /// older driver, or one whose boxes keep everything): every path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persistent_paths: Option<Vec<String>>,
+    /// The snapshots this particular box can take, when fewer than the
+    /// sandbox's declaration (a namespace box with no image keeps nothing
+    /// outside its workspace to take). Absent: the declaration's. Core
+    /// records the lower of the two and refuses the rest before dispatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::model::SnapshotSupport>,
 }
 
 /// Names an existing box to its driver.

@@ -7,5 +7,7 @@
 //! cannot drift. An allowlist box has one more port, whose connections
 //! the agent multiplexes to the host's egress relay ([`mux`]).
 
+#[cfg(feature = "host")]
+pub mod host;
 pub mod mux;
 pub mod wire;

@@ -14,6 +14,13 @@
 //! `tinybox-microvm-agent --enter CGROUP -- ARGV...` is the agent's own
 //! helper: it moves itself into CGROUP and becomes ARGV, so a command is
 //! inside its cgroup before its first instruction.
+//!
+//! `tinybox-microvm-agent --listen PATH` is the same agent as the init of
+//! a namespace image box (docs/adr/0029-namespace-image-boxes.md): it
+//! serves the same wire on a UNIX socket it binds at PATH, one session per
+//! connection, and what a command leaves running when it exits keeps
+//! running for the next (the box is a place); a command whose host goes
+//! away mid-run is still killed with everything it started.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -52,6 +59,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
+        Some("--listen") if args.len() == 3 => listen(Path::new(&args[2])),
         Some(other) => {
             log(format_args!("unknown argument {other:?}"));
             ExitCode::from(2)
@@ -256,7 +264,7 @@ fn serve_port(dev: &Path, control: bool) -> io::Result<()> {
         next = if control {
             Next::Idle
         } else {
-            session(&port).unwrap_or_else(|e| {
+            session(&port, Leftovers::Kill).unwrap_or_else(|e| {
                 log(format_args!("{}: {e}", dev.display()));
                 Next::Idle
             })
@@ -347,8 +355,74 @@ enum Event {
     HostGone(Option<Vec<u8>>),
 }
 
+/// Serves sessions on a UNIX socket bound at `path`, a thread per
+/// connection, until the box ends.
+fn listen(path: &Path) -> ExitCode {
+    let _ = std::fs::remove_file(path);
+    let listener = match std::os::unix::net::UnixListener::bind(path) {
+        Ok(l) => l,
+        Err(e) => {
+            log(format_args!("cannot listen on {}: {e}", path.display()));
+            return ExitCode::FAILURE;
+        }
+    };
+    for conn in listener.incoming() {
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                log(format_args!("accepting on {}: {e}", path.display()));
+                continue;
+            }
+        };
+        std::thread::spawn(move || {
+            if let Err(e) = serve_connection(stream) {
+                log(format_args!("a connection: {e}"));
+            }
+        });
+    }
+    ExitCode::FAILURE
+}
+
+/// One connection: sessions until the host hangs up. The host begins each
+/// as on a port; the connection being its own, nothing before its sync
+/// belongs to anyone else.
+fn serve_connection(stream: std::os::unix::net::UnixStream) -> io::Result<()> {
+    let file = File::from(std::os::fd::OwnedFd::from(stream));
+    set_nonblocking(&file, true)?;
+    let port = Port { file: Arc::new(file), writing: Arc::new(Mutex::new(())) };
+    let mut next = Next::Idle;
+    loop {
+        let nonce = match next {
+            Next::Begin(nonce) => nonce,
+            Next::Idle => loop {
+                match wire::read_frame(&mut &port)? {
+                    Some((Kind::Begin, nonce)) if nonce.len() == wire::NONCE => break nonce,
+                    Some(_) => {}
+                    None => return Ok(()),
+                }
+            },
+        };
+        answer(&port, &nonce)?;
+        next = session(&port, Leftovers::Keep)?;
+        if matches!(next, Next::Idle) {
+            return Ok(());
+        }
+    }
+}
+
+/// What becomes of the processes a command leaves behind when it exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leftovers {
+    /// Killed with the command (a microVM's: its box is the VM's life).
+    Kill,
+    /// Left running (a namespace image box: a background server started by
+    /// one exec is there for the next). What the command itself wrote is
+    /// all sent; what they write later is read and dropped.
+    Keep,
+}
+
 /// Runs one session's command; what the port does next.
-fn session(port: &Port) -> io::Result<Next> {
+fn session(port: &Port, leftovers: Leftovers) -> io::Result<Next> {
     let mut reader = port;
     let exec: Exec = loop {
         match wire::read_frame(&mut reader) {
@@ -430,28 +504,25 @@ fn session(port: &Port) -> io::Result<Next> {
             }
         }
     });
-    let pump = |mut r: Box<dyn Read + Send>, kind: Kind| {
+    // Dropped when the command exits: its streams are then read until
+    // empty (Leftovers::Keep), not until every leftover closes them.
+    let (exited_rd, exited_wr) = rustix::pipe::pipe()?;
+    let pump = |r: File, kind: Kind| {
         let port = port.clone();
+        let exited = match leftovers {
+            Leftovers::Keep => Some(exited_rd.try_clone()),
+            Leftovers::Kill => None,
+        };
         std::thread::spawn(move || {
-            let mut buf = vec![0u8; wire::CHUNK];
-            let mut host_here = true;
-            loop {
-                match r.read(&mut buf) {
-                    Ok(0) => break,
-                    // Once the host is gone, keep draining so the command never blocks on a full pipe.
-                    Ok(n) if host_here => host_here = port.send(kind, &buf[..n]).is_ok(),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
+            let exited = exited.transpose().ok().flatten();
+            pump_stream(r, kind, &port, exited.as_ref());
         })
     };
     let (out, err) = match &terminal {
-        Some(master) => (pump(Box::new(File::from(master.try_clone()?)), Kind::Stdout), None),
+        Some(master) => (pump(File::from(master.try_clone()?), Kind::Stdout), None),
         None => (
-            pump(Box::new(child.stdout.take().expect("piped")), Kind::Stdout),
-            Some(pump(Box::new(child.stderr.take().expect("piped")), Kind::Stderr)),
+            pump(File::from(std::os::fd::OwnedFd::from(child.stdout.take().expect("piped"))), Kind::Stdout),
+            Some(pump(File::from(std::os::fd::OwnedFd::from(child.stderr.take().expect("piped"))), Kind::Stderr)),
         ),
     };
     let resize_to = match &terminal {
@@ -499,8 +570,11 @@ fn session(port: &Port) -> io::Result<Next> {
     }
     let next = match ended.recv().expect("the waiter or the reader reports") {
         Event::Exited(status) => {
-            // Whatever the command left running ends with it.
-            group.kill(pid);
+            match leftovers {
+                // Whatever the command left running ends with it.
+                Leftovers::Kill => group.kill(pid),
+                Leftovers::Keep => drop(exited_wr),
+            }
             let _ = out.join();
             let _ = err.map(|e| e.join());
             let exit = Exit { code: status.code(), signal: status.signal() };
@@ -528,6 +602,48 @@ fn session(port: &Port) -> io::Result<Next> {
     };
     group.remove();
     Ok(next.map(Next::Begin).unwrap_or(Next::Idle))
+}
+
+/// Sends what `r` yields as `kind` frames until its end; with `exited`
+/// (the command's exit, as a pipe that closes), only until it is empty
+/// once the command has exited, then it is drained and dropped in the
+/// background, so a leftover writing to it never blocks nor gets SIGPIPE.
+fn pump_stream(r: File, kind: Kind, port: &Port, exited: Option<&std::os::fd::OwnedFd>) {
+    let mut buf = vec![0u8; wire::CHUNK];
+    let mut host_here = true;
+    if exited.is_some() && set_nonblocking(&r, true).is_err() {
+        log(format_args!("cannot make a command's stream non-blocking"));
+    }
+    loop {
+        if let Some(exited) = exited {
+            let mut fds = [PollFd::new(&r, PollFlags::IN), PollFd::new(exited, PollFlags::IN)];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            }
+            let ready = fds[0].revents().intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
+            if !ready && fds[1].revents().intersects(PollFlags::IN | PollFlags::HUP) {
+                // Exited, and nothing of it is left to read.
+                std::thread::spawn(move || drain(r));
+                return;
+            }
+        }
+        match (&r).read(&mut buf) {
+            Ok(0) => break,
+            // Once the host is gone, keep draining so the command never blocks on a full pipe.
+            Ok(n) if host_here => host_here = port.send(kind, &buf[..n]).is_ok(),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Reads `r` to its end and drops every byte.
+fn drain(r: File) {
+    let _ = set_nonblocking(&r, false);
+    let _ = io::copy(&mut &r, &mut io::sink());
 }
 
 /// busybox's setsid in the guest (`busybox --list-full` puts it here).

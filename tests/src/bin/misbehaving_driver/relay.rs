@@ -47,6 +47,7 @@ impl SandboxDriver for Relay {
             workdir,
             isolation: None,
             persistent_paths: None,
+            snapshot: None,
         })
     }
 

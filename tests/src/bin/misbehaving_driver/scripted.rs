@@ -122,7 +122,7 @@ impl SandboxDriver for Script {
             handle["options"] = serde_json::json!(params.options);
             handle["state_dir"] = serde_json::json!(host.state_dir());
         }
-        Ok(CreateResult { handle, workdir, isolation, persistent_paths: None })
+        Ok(CreateResult { handle, workdir, isolation, persistent_paths: None, snapshot: None })
     }
 
     async fn exec(&self, _host: &HostHandle, _params: ExecParams) -> Result<ExitStatus, DriverError> {

@@ -1,0 +1,68 @@
+//! A box made from an image in a sandbox that declares
+//! `Feature::ImageRoot`: core resolves the reference in its own image store
+//! (pulling it when it is not there yet), records the box as the image's
+//! user so `image rm` and `image prune` keep it, and hands the driver the
+//! read-only root (docs/adr/0029-namespace-image-boxes.md). The driver
+//! never reads the store itself.
+
+use tinybox_sdk::model::{BoxId, WorkspaceSource};
+use tinybox_sdk::protocol::ImageRoot;
+
+use super::Tinybox;
+use crate::error::{Error, Result};
+use crate::images::{ImageError, Images, Quiet, RegistryOptions};
+use crate::model::BoxSpec;
+
+impl Tinybox {
+    fn image_store(&self) -> Result<Images> {
+        self.images().ok_or_else(|| {
+            Error::Image(
+                ImageError::io("this engine has no store directory to keep images in", std::io::Error::other("none"))
+                    .into(),
+            )
+        })
+    }
+
+    /// The root of the image `reference` for box `id`, which from here on
+    /// is recorded as one of its users (undone by [`Tinybox::release_image`]).
+    pub(super) async fn image_root(&self, id: &BoxId, reference: &str) -> Result<ImageRoot> {
+        let images = self.image_store()?;
+        let missing = matches!(images.inspect(reference), Err(ref e) if matches!(e.0, ImageError::NotFound(_)));
+        if missing {
+            // A task of its own: the pull's future is the registry client's,
+            // and this keeps it out of every caller's (which must be Send).
+            let (images, reference) = (images.clone(), reference.to_owned());
+            tokio::spawn(async move { images.pull(&reference, &RegistryOptions::default(), &Quiet).await })
+                .await
+                .map_err(|e| ImageError::io("the pull stopped", std::io::Error::other(e)))
+                .map_err(crate::images::ImagesError::from)??;
+        }
+        let user = images.add_user(reference, id.as_str())?;
+        let (rootfs, config) = match images.rootfs(&user.to_string()) {
+            Ok(found) => found,
+            Err(e) => {
+                let _ = images.remove_user(reference, id.as_str());
+                return Err(e.into());
+            }
+        };
+        Ok(ImageRoot {
+            id: user.to_string(),
+            rootfs,
+            env: config.env,
+            working_dir: config.working_dir,
+            user: config.user,
+            entrypoint: config.entrypoint,
+            cmd: config.cmd,
+        })
+    }
+
+    /// Forgets that box `id` uses the image its spec names, if any. A store
+    /// with no images, or an image already gone, is nothing to undo.
+    pub(super) fn release_image(&self, id: &BoxId, spec: &BoxSpec) {
+        let Some(WorkspaceSource::OciImage { reference }) = &spec.source else { return };
+        let Some(images) = self.images() else { return };
+        if let Err(e) = images.remove_user(reference, id.as_str()) {
+            tracing::warn!("box {id}: cannot forget it as a user of image {reference}: {e}");
+        }
+    }
+}

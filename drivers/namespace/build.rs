@@ -1,0 +1,9 @@
+//! Builds the in-box agent as a static executable for this driver to embed
+//! (`include_bytes!`); see drivers/microvm/agent/build_static.rs.
+
+include!("../microvm/agent/build_static.rs");
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    build_static_agent(&manifest_dir.join("../.."));
+}
