@@ -52,6 +52,13 @@ impl Tinybox {
             _ => None,
         };
 
+        // An image core hands the sandbox is had before anything is reserved.
+        if let Some(WorkspaceSource::OciImage { reference }) = &spec.source
+            && ws_link.capabilities().has(&Feature::ImageRoot)
+        {
+            self.ensure_image(&reference.clone()).await?;
+        }
+
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo {
             pool: pool.clone(),

@@ -23,20 +23,28 @@ impl Tinybox {
         })
     }
 
-    /// The root of the image `reference` for box `id`, which from here on
-    /// is recorded as one of its users (undone by [`Tinybox::release_image`]).
-    pub(super) async fn image_root(&self, id: &BoxId, reference: &str) -> Result<ImageRoot> {
+    /// Makes sure image `reference` is in the store, pulling it when it is
+    /// not: before a box is reserved, so an image that cannot be had
+    /// leaves the store as it was.
+    pub(super) async fn ensure_image(&self, reference: &str) -> Result<()> {
         let images = self.image_store()?;
         let missing = matches!(images.inspect(reference), Err(ref e) if matches!(e.0, ImageError::NotFound(_)));
         if missing {
             // A task of its own: the pull's future is the registry client's,
             // and this keeps it out of every caller's (which must be Send).
-            let (images, reference) = (images.clone(), reference.to_owned());
+            let reference = reference.to_owned();
             tokio::spawn(async move { images.pull(&reference, &RegistryOptions::default(), &Quiet).await })
                 .await
                 .map_err(|e| ImageError::io("the pull stopped", std::io::Error::other(e)))
                 .map_err(crate::images::ImagesError::from)??;
         }
+        Ok(())
+    }
+
+    /// The root of the image `reference` for box `id`, which from here on
+    /// is recorded as one of its users (undone by [`Tinybox::release_image`]).
+    pub(super) async fn image_root(&self, id: &BoxId, reference: &str) -> Result<ImageRoot> {
+        let images = self.image_store()?;
         let user = images.add_user(reference, id.as_str())?;
         let (rootfs, config) = match images.rootfs(&user.to_string()) {
             Ok(found) => found,

@@ -1,0 +1,221 @@
+//! Namespace boxes made from an image (docs/adr/0029-namespace-image-boxes.md),
+//! live with bwrap, as root and rootless: the box is a place (what one exec
+//! writes anywhere, and what it leaves running, is there for the next),
+//! every joined command is confined like the first, the box cannot point
+//! the host at another socket, `rm` leaves nothing, and bad input changes
+//! nothing. Probes run inside the box and are checked from outside.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use tinybox_tests::boxes::{BoxEnv, Principal};
+use tinybox_tests::registry::{busybox_layer, save_archive};
+use tinybox_tests::{have, skip};
+
+const APPLETS: &[&str] =
+    &["sh", "cat", "echo", "sleep", "kill", "ls", "env", "grep", "chmod", "rm", "ln", "stat", "pwd", "id", "touch"];
+
+fn need(test: &str) -> bool {
+    if !have("bwrap") {
+        skip(test, "bwrap is not installed (bubblewrap)");
+        return false;
+    }
+    if busybox_layer(&[]).is_none() {
+        skip(test, "no static /bin/busybox here to build the test image from (busybox-static)");
+        return false;
+    }
+    true
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Imports the test image as `tbtest/bb:1` into `env`'s store.
+fn import(env: &BoxEnv) {
+    let layer = busybox_layer(APPLETS).expect("checked");
+    let config = serde_json::json!({
+        "Env": ["PATH=/bin", "GREETING=from-the-image"],
+        "WorkingDir": "/tmp",
+        "Cmd": ["/bin/sh"],
+    });
+    let archive = env.store.path().join("bb.tar");
+    std::fs::write(&archive, save_archive("tbtest/bb:1", &[layer], config)).expect("write archive");
+    env.who.own(&archive);
+    let out = env.run(&["image", "import", archive.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{} import: {}", env.who.label(), text(&out).1);
+}
+
+fn create(env: &BoxEnv, extra: &[&str]) -> String {
+    let mut args = vec!["create", "--sandbox", "namespace", "--image", "tbtest/bb:1"];
+    args.extend_from_slice(extra);
+    let out = env.run(&args);
+    assert!(out.status.success(), "{} create: {}", env.who.label(), text(&out).1);
+    text(&out).0.trim().to_owned()
+}
+
+fn exec(env: &BoxEnv, id: &str, script: &str) -> (i32, String, String) {
+    let out = env.run(&["exec", id, "--", "sh", "-c", script]);
+    let (o, e) = text(&out);
+    (out.status.code().unwrap_or(-1), o, e)
+}
+
+/// The box's own directory in the store: where its layer and socket are.
+fn box_dir(env: &BoxEnv, id: &str) -> PathBuf {
+    let base = env.store.path().join("drivers/namespace/workspaces");
+    let found: Vec<PathBuf> = std::fs::read_dir(&base)
+        .expect("workspaces dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{id}"))))
+        .collect();
+    assert_eq!(found.len(), 1, "one directory for {id} in {}: {found:?}", base.display());
+    found.into_iter().next().expect("one")
+}
+
+/// Host processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.display().to_string();
+    tinybox_tests::processes().into_iter().map(|(_, _, cmd)| cmd).filter(|c| c.contains(&needle)).collect()
+}
+
+#[test]
+fn an_image_box_keeps_its_files_and_its_processes_between_execs_and_rm_leaves_nothing() {
+    const TEST: &str =
+        "namespace_image::an_image_box_keeps_its_files_and_its_processes_between_execs_and_rm_leaves_nothing";
+    if !need(TEST) {
+        return;
+    }
+    for who in Principal::all(TEST) {
+        let env = BoxEnv::new(&who);
+        import(&env);
+        let id = create(&env, &[]);
+        let label = who.label();
+
+        // The image's config shapes the command: its Env and WorkingDir.
+        let (code, out, err) = exec(&env, &id, "echo $GREETING; pwd; id -u");
+        assert_eq!(code, 0, "{label}: {err}");
+        assert_eq!(out.lines().collect::<Vec<_>>(), ["from-the-image", "/tmp", "0"], "{label}");
+
+        // Written anywhere, a background process left running.
+        let (code, _, err) =
+            exec(&env, &id, "echo kept > /etc/written && sleep 1000 >/dev/null 2>&1 & echo $! > /root/sleeper");
+        assert_eq!(code, 0, "{label}: {err}");
+        let (code, out, err) = exec(&env, &id, "cat /etc/written && kill -0 $(cat /root/sleeper) && echo alive");
+        assert_eq!(code, 0, "{label}: {err}");
+        assert_eq!(out.lines().collect::<Vec<_>>(), ["kept", "alive"], "{label}");
+
+        // From outside: the write is in the box's own layer, not the image's nor the host's.
+        let dir = box_dir(&env, &id);
+        assert_eq!(std::fs::read_to_string(dir.join("upper/etc/written")).expect("in the box's layer"), "kept\n");
+        assert!(!Path::new("/etc/written").exists(), "{label}: the host's /etc is untouched");
+        let sleepers: Vec<String> =
+            tinybox_tests::processes().into_iter().map(|(_, _, c)| c).filter(|c| c.trim() == "sleep 1000").collect();
+        assert!(!sleepers.is_empty(), "{label}: the box's sleep runs on the host");
+        assert!(!processes_naming(&dir).is_empty(), "{label}: the box's bwrap holds it");
+
+        let out = env.run(&["rm", &id]);
+        assert!(out.status.success(), "{label} rm: {}", text(&out).1);
+        assert!(!dir.exists(), "{label}: rm removes the box's directory, layer and all");
+        assert_eq!(processes_naming(&dir), Vec::<String>::new(), "{label}: no process of the box is left");
+    }
+}
+
+#[test]
+fn every_joined_command_is_confined_like_the_first() {
+    const TEST: &str = "namespace_image::every_joined_command_is_confined_like_the_first";
+    if !need(TEST) {
+        return;
+    }
+    for who in Principal::all(TEST) {
+        let env = BoxEnv::new(&who);
+        import(&env);
+        let id = create(&env, &["--env", "BOXVAR=given"]);
+        let label = who.label();
+        // A first command, then a second that joins the same box.
+        for round in 0..2 {
+            let (code, out, err) = exec(&env, &id, "grep -E '^(NoNewPrivs|Seccomp|CapEff|CapBnd):' /proc/self/status");
+            assert_eq!(code, 0, "{label} round {round}: {err}");
+            let fields: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+            assert!(fields.contains(&vec!["NoNewPrivs:", "1"]), "{label}: {out}");
+            assert!(fields.contains(&vec!["Seccomp:", "2"]), "{label}: {out}");
+            assert!(fields.contains(&vec!["CapEff:", "0000000000000000"]), "{label}: {out}");
+            assert!(fields.contains(&vec!["CapBnd:", "0000000000000000"]), "{label}: {out}");
+            // The environment is the image's, the box's and nothing of the agent's or the host's.
+            let (_, out, _) = exec(&env, &id, "env");
+            let names: std::collections::BTreeSet<&str> =
+                out.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+            let allowed: std::collections::BTreeSet<&str> =
+                ["PATH", "GREETING", "BOXVAR", "PWD", "SHLVL", "HOME"].into();
+            assert!(names.is_subset(&allowed), "{label}: unexpected variables {:?}", names.difference(&allowed));
+            assert!(names.contains("BOXVAR") && names.contains("GREETING"), "{label}: {out}");
+        }
+        // The seccomp program refuses a setuid bit: nothing privileged lands in the box's layer.
+        let (code, _, _) = exec(&env, &id, "touch /root/suid && chmod 4755 /root/suid");
+        assert_ne!(code, 0, "{label}: chmod u+s must be refused");
+        let dir = box_dir(&env, &id);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.join("upper/root/suid")).expect("the file is in the layer").permissions(),
+        );
+        assert_eq!(mode & 0o6000, 0, "{label}: mode {mode:o}");
+        env.run(&["rm", &id]);
+    }
+}
+
+#[test]
+fn a_box_cannot_point_the_host_at_another_socket() {
+    const TEST: &str = "namespace_image::a_box_cannot_point_the_host_at_another_socket";
+    if !need(TEST) {
+        return;
+    }
+    let env = BoxEnv::new(&Principal::Me);
+    import(&env);
+    let id = create(&env, &[]);
+    // A socket of the host's the box cannot see, but whose path it can write into a link.
+    let host_dir = tempfile::tempdir().expect("temp dir");
+    let decoy = host_dir.path().join("decoy.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&decoy).expect("bind decoy");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let plant = format!("rm -f /run/tinybox/ctl/agent.sock && ln -s {} /run/tinybox/ctl/agent.sock", decoy.display());
+    let (code, _, err) = exec(&env, &id, &plant);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = exec(&env, &id, "echo reached");
+    assert_ne!(code, 0, "the exec must not reach anything through the link");
+    assert!(err.contains("not a socket") || err.contains("cannot reach the box's agent"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the host connected to the decoy: {other:?}"),
+    }
+    let out = env.run(&["rm", &id]);
+    assert!(out.status.success(), "rm: {}", text(&out).1);
+}
+
+#[test]
+fn an_unknown_image_is_one_line_and_changes_nothing() {
+    const TEST: &str = "namespace_image::an_unknown_image_is_one_line_and_changes_nothing";
+    if !need(TEST) {
+        return;
+    }
+    let env = BoxEnv::new(&Principal::Me);
+    import(&env);
+    let listed = || text(&env.run(&["--json", "ls"])).0;
+    let before = listed();
+    // A local registry port nothing listens on: the pull is refused at once.
+    let out = env.run(&["create", "--sandbox", "namespace", "--image", "127.0.0.1:9/tbtest/none:1"]);
+    let (_, err) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("127.0.0.1:9"), "names the image: {err}");
+    assert_eq!(before, listed(), "no box recorded");
+    let ws = env.store.path().join("drivers/namespace/workspaces");
+    let left: Vec<_> = std::fs::read_dir(&ws)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<PathBuf>::new(), "no box directory made");
+}
