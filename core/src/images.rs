@@ -10,6 +10,9 @@ pub use tinybox_image::{
     Quiet, RegistryOptions, Removed,
 };
 
+/// Minimal images made here (a static busybox), for the kit and tests.
+pub use tinybox_image::minimal;
+
 /// Removes a tree of the image store, never following a symlink.
 pub use tinybox_image::beneath::remove_tree;
 

@@ -19,6 +19,7 @@ pub mod error;
 pub mod flatten;
 pub mod import;
 pub mod layers;
+pub mod minimal;
 pub mod platform;
 pub mod progress;
 pub mod pull;

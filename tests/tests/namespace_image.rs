@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use tinybox_core::images::minimal::{busybox_layer, save_archive};
 use tinybox_tests::boxes::{BoxEnv, Principal};
-use tinybox_tests::registry::{busybox_layer, save_archive};
 use tinybox_tests::{have, skip};
 
 const APPLETS: &[&str] =
@@ -218,4 +218,72 @@ fn an_unknown_image_is_one_line_and_changes_nothing() {
         })
         .unwrap_or_default();
     assert_eq!(left, Vec::<PathBuf>::new(), "no box directory made");
+}
+
+#[test]
+fn fork_stop_and_resume_carry_the_box_s_layer_and_a_box_without_an_image_is_refused_before_dispatch() {
+    const TEST: &str = "namespace_image::fork_stop_and_resume_carry_the_box_s_layer_and_a_box_without_an_image_is_refused_before_dispatch";
+    if !need(TEST) {
+        return;
+    }
+    for who in Principal::all(TEST) {
+        let env = BoxEnv::new(&who);
+        import(&env);
+        let label = who.label();
+        let id = create(&env, &["--persistent"]);
+        let (code, _, err) =
+            exec(&env, &id, "echo kept > /etc/kept && rm /etc/passwd && mkdir -p /d && echo deep > /d/f");
+        assert_eq!(code, 0, "{label}: {err}");
+
+        // A fork has the layer as it is now, deletions included, and goes its own way.
+        let out = env.run(&["fork", &id]);
+        assert!(out.status.success(), "{label} fork: {}", text(&out).1);
+        let fork = text(&out).0.trim().to_owned();
+        let (code, out, err) =
+            exec(&env, &fork, "cat /etc/kept /d/f; test -e /etc/passwd && echo passwd; echo fork > /etc/kept");
+        assert_eq!(code, 0, "{label}: {err}");
+        assert_eq!(out.lines().collect::<Vec<_>>(), ["kept", "deep"], "{label}: the whiteout came along");
+        let (_, out, _) = exec(&env, &id, "cat /etc/kept");
+        assert_eq!(out.trim(), "kept", "{label}: the fork's write is its own");
+
+        // Stop and resume: the layer survives; the processes do not (a filesystem snapshot).
+        let out = env.run(&["stop", &id]);
+        assert!(out.status.success(), "{label} stop: {}", text(&out).1);
+        assert!(processes_naming(&box_dir_gone_or(&env, &id)).is_empty(), "{label}: a stopped box runs nothing");
+        let out = env.run(&["resume", &id]);
+        assert!(out.status.success(), "{label} resume: {}", text(&out).1);
+        let (code, out, err) = exec(&env, &id, "cat /etc/kept /d/f; test -e /etc/passwd || echo no-passwd");
+        assert_eq!(code, 0, "{label}: {err}");
+        assert_eq!(out.lines().collect::<Vec<_>>(), ["kept", "deep", "no-passwd"], "{label}");
+        for b in [&id, &fork] {
+            assert!(env.run(&["rm", b]).status.success(), "{label}: rm {b}");
+        }
+
+        // A box made without an image keeps nothing to take: refused by core, one line, nothing changed.
+        let plain = {
+            let out = env.run(&["create", "--sandbox", "namespace", "--persistent"]);
+            assert!(out.status.success(), "{label}: {}", text(&out).1);
+            text(&out).0.trim().to_owned()
+        };
+        let before = text(&env.run(&["--json", "snapshot", "ls"])).0;
+        let out = env.run(&["snapshot", &plain]);
+        let (_, err) = text(&out);
+        assert!(!out.status.success(), "{label}: a plain namespace box took a snapshot");
+        assert_eq!(err.trim().lines().count(), 1, "{label}: one line: {err}");
+        assert!(err.contains("make the box from an image"), "{label}: says what to do: {err}");
+        assert_eq!(before, text(&env.run(&["--json", "snapshot", "ls"])).0, "{label}: no snapshot recorded");
+        env.run(&["rm", &plain]);
+    }
+}
+
+/// The box's directory while it runs; after a stop, the path it had.
+fn box_dir_gone_or(env: &BoxEnv, id: &str) -> PathBuf {
+    let base = env.store.path().join("drivers/namespace/workspaces");
+    std::fs::read_dir(&base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{id}"))))
+        .unwrap_or_else(|| base.join(format!("gone-{id}")))
 }

@@ -16,6 +16,7 @@ mod claim;
 mod client_hello;
 mod egress_target;
 mod fence;
+mod image_claims;
 mod levels;
 mod limits;
 mod privilege;
@@ -212,7 +213,11 @@ fn kit_workspace() -> std::io::Result<tempfile::TempDir> {
 }
 
 fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
-    if caps.sources.contains(&SourceKind::OciImage) {
+    // A sandbox whose images come from core's store (image_root) has no
+    // image the kit can count on there: its box is made over a directory,
+    // unless an image was named, and image_claims.rs makes its own.
+    let from_store = caps.has(&Feature::ImageRoot) && opts.image.is_none();
+    if caps.sources.contains(&SourceKind::OciImage) && !from_store {
         let reference = opts.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
         let shown = format!("image {reference}");
         return Source::Made(Some(WorkspaceSource::OciImage { reference }), shown, None);
@@ -473,9 +478,13 @@ impl Kit<'_> {
             let (status, detail) = protocol::cancellation(self.tb, id).await;
             self.record(Claim::ProtocolCancellation, status, detail, Some(t.elapsed()));
         }
+        // A sandbox that keeps snapshots only of boxes made from an image
+        // has them probed on such a box (image_claims.rs).
+        let image_root = self.caps.has(&Feature::ImageRoot);
         for claim in Claim::properties() {
             let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip)
-                || matches!(claim.requirement(), Requirement::NetworkAllowlist | Requirement::EgressFence);
+                || matches!(claim.requirement(), Requirement::NetworkAllowlist | Requirement::EgressFence)
+                || (image_root && claim == Claim::SnapshotFilesystem);
             if !claim.declared_by(&self.caps) || own_box {
                 continue;
             }
@@ -491,7 +500,15 @@ impl Kit<'_> {
             self.record(claim, status, detail, Some(t.elapsed()));
         }
         // Fork comes after snapshot: both leave the probe's files behind.
-        if Claim::FeatureFork.declared_by(&self.caps) {
+        if image_root {
+            let claims: Vec<Claim> = [Claim::SnapshotFilesystem, Claim::FeatureFork]
+                .into_iter()
+                .filter(|c| c.declared_by(&self.caps))
+                .collect();
+            if !claims.is_empty() {
+                self.image_claims(spec, &claims).await;
+            }
+        } else if Claim::FeatureFork.declared_by(&self.caps) {
             let t = Instant::now();
             let (status, detail) = match probes::fork(self, id).await {
                 Ok(v) => v,

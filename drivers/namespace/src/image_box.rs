@@ -36,7 +36,7 @@ pub const CTL_IN_BOX: &str = "/run/tinybox/ctl";
 const SOCKET: &str = "agent.sock";
 
 /// What the box's record keeps of its image.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageHandle {
     pub id: String,
     pub rootfs: PathBuf,
@@ -92,11 +92,16 @@ impl Dirs {
         self.root.join("box.log")
     }
 
-    /// Makes the layer directories (the box's directory itself exists).
+    /// Makes the layer directories (the box's directory itself exists; its
+    /// layer may already, copied from a snapshot).
     pub fn make(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt as _;
         for d in [self.upper(), self.work(), self.merged(), self.ctl()] {
-            std::fs::DirBuilder::new().mode(0o700).create(&d)?;
+            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+                // The layer, seeded from a snapshot.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d == self.upper() => {}
+                other => other?,
+            }
         }
         Ok(())
     }

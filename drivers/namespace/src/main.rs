@@ -26,6 +26,7 @@ mod image_box;
 mod overlay;
 mod sandbox;
 mod seccomp;
+mod snapshots;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,9 +34,12 @@ use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use tinybox_sdk::model::{
-    ExitStatus, Feature, IsolationLevel, SandboxCapabilities, SnapshotSupport, SourceKind, TtySize,
+    ExitStatus, Feature, IsolationLevel, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind, TtySize,
 };
-use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult};
+use tinybox_sdk::protocol::{
+    BoxRef, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, SnapshotRmParams, SnapshotSweepParams,
+    SnapshotSweepResult,
+};
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
 struct Namespace {
@@ -95,8 +99,9 @@ fn features(limits: bool, remote: bool, fence: bool) -> std::collections::BTreeS
         features.insert(Feature::ResourceLimits);
     }
     if !remote {
-        // Core hands an image box the image's root from its own store.
-        features.insert(Feature::ImageRoot);
+        // Core hands an image box the image's root from its own store;
+        // such a box forks from its snapshot, which its box alone finds.
+        features.extend([Feature::ImageRoot, Feature::Fork, Feature::SnapshotSweep]);
         // The proxy runs beside core, on this machine: its socket can be
         // bound into a box here, not into one on another machine.
         features.insert(Feature::NetworkAllowlist);
@@ -123,7 +128,12 @@ impl SandboxDriver for Namespace {
         let limits = self.support().limits;
         SandboxCapabilities {
             isolation: IsolationLevel::Kernel,
-            snapshot: SnapshotSupport::None,
+            // Of boxes made from an image (ADR 0029); a box made without
+            // one says at create that it takes none.
+            snapshot: match self.remote.get().copied().unwrap_or(true) {
+                true => SnapshotSupport::None,
+                false => SnapshotSupport::Filesystem,
+            },
             features: {
                 let remote = self.remote.get().copied().unwrap_or(true);
                 features(!limits.is_empty(), remote, remote || health::fence_missing().is_none())
@@ -133,7 +143,7 @@ impl SandboxDriver for Namespace {
             // Images only on this machine, where core's image store is.
             sources: match self.remote.get().copied().unwrap_or(true) {
                 true => [SourceKind::LocalDir].into(),
-                false => [SourceKind::LocalDir, SourceKind::OciImage].into(),
+                false => [SourceKind::LocalDir, SourceKind::OciImage, SourceKind::Snapshot].into(),
             },
             options: Default::default(),
         }
@@ -157,6 +167,26 @@ impl SandboxDriver for Namespace {
 
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
         sandbox::inspect(host, target).await
+    }
+
+    async fn snapshot(&self, host: &HostHandle, target: BoxRef) -> Result<SnapshotId, DriverError> {
+        sandbox::snapshot(host, &self.site(host), target).await
+    }
+
+    async fn snapshot_rm(&self, host: &HostHandle, params: SnapshotRmParams) -> Result<(), DriverError> {
+        let local = self.site(host).local.ok_or_else(|| DriverError::not_found("no snapshots on another machine"))?;
+        snapshots::remove(host, &local, &params).await
+    }
+
+    async fn snapshot_sweep(
+        &self,
+        host: &HostHandle,
+        params: SnapshotSweepParams,
+    ) -> Result<SnapshotSweepResult, DriverError> {
+        match self.site(host).local {
+            Some(local) => snapshots::sweep(host, &local, &params).await,
+            None => Ok(SnapshotSweepResult::default()),
+        }
     }
 
     /// An image box's command runs under its agent, not `host.run`: its

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::fence::{Exception, Fence, NETWRAP, SLIRP_DNS};
-use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, WorkspaceSource};
+use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, SnapshotSupport, WorkspaceSource};
 use tinybox_sdk::protocol::{
     BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
 };
@@ -18,7 +18,7 @@ use tinybox_sdk::protocol::{
 use tinybox_sdk::model::names::validate_name;
 
 use crate::image_box::{self, Dirs, Holder, ImageHandle};
-use crate::{bwrap, cgroup, overlay, seccomp};
+use crate::{bwrap, cgroup, overlay, seccomp, snapshots};
 
 /// Hands the seccomp program to the command after it on descriptor 3,
 /// where `bwrap --seccomp 3` reads it: `file PATH` opens the driver's copy
@@ -102,6 +102,8 @@ struct Handle {
     /// A box made from an image: a place held by one bwrap, whose agent
     /// runs each command (image_box.rs); `workspace` is its directory.
     image: Option<ImageHandle>,
+    /// The box's namespace, kept for an image box's snapshots (snapshots.rs).
+    namespace: String,
 }
 
 impl Handle {
@@ -119,6 +121,7 @@ impl Handle {
         });
         if let Some(image) = &self.image {
             v["image"] = serde_json::json!(image);
+            v["namespace"] = serde_json::json!(self.namespace);
         }
         v
     }
@@ -168,6 +171,7 @@ impl Handle {
             cgroups,
             cgroup_v2,
             image,
+            namespace: v.get("namespace").and_then(|n| n.as_str()).unwrap_or_default().to_owned(),
         })
     }
 }
@@ -270,9 +274,14 @@ impl Site {
 }
 
 pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<CreateResult, DriverError> {
-    let image = match (&p.source, &p.image) {
-        (Some(WorkspaceSource::OciImage { .. }), Some(image)) => Some(image),
-        _ => None,
+    // An image box's image, and the snapshot whose layer it starts from.
+    let (image, seed) = match (&p.source, &p.image, &site.local) {
+        (Some(WorkspaceSource::OciImage { .. }), Some(image), _) => (Some(ImageHandle::of(image)?), None),
+        (Some(WorkspaceSource::Snapshot { id }), _, Some(local)) => {
+            let (dir, image) = snapshots::find(local, &p.namespace, id)?;
+            (Some(image), Some(dir))
+        }
+        _ => (None, None),
     };
     if image.is_some() {
         if site.local.is_none() {
@@ -289,7 +298,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
     let given = match &p.source {
         None => None,
         Some(WorkspaceSource::LocalDir { path }) => Some(path.to_string_lossy().into_owned()),
-        Some(WorkspaceSource::OciImage { .. }) if image.is_some() => None,
+        Some(WorkspaceSource::OciImage { .. } | WorkspaceSource::Snapshot { .. }) if image.is_some() => None,
         Some(other) => {
             return Err(DriverError::unsupported(format!(
                 "the namespace sandbox binds a directory you already have; it cannot start from {}",
@@ -432,10 +441,8 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         arch: Some(arch),
         cgroups: Vec::new(),
         cgroup_v2: site.cgroups.unified,
-        image: match image {
-            Some(i) => Some(ImageHandle::of(i)?),
-            None => None,
-        },
+        image,
+        namespace: p.namespace.clone(),
     };
     if !p.resources.set().is_empty() {
         let mut argv = vec!["sh".into(), "-c".into(), cgroup::SETUP.into(), "tinybox-cgroup".into()];
@@ -454,7 +461,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         handle.cgroups = dirs;
     }
     if let (Some(image), Some(local)) = (&handle.image, &site.local) {
-        if let Err(e) = start_image_box(host, &handle, image, arch, local).await {
+        if let Err(e) = start_image_box(host, &handle, image, arch, local, seed.as_deref()).await {
             image_box::kill(&Dirs::new(Path::new(&handle.workspace)));
             discard(host, &handle.workspace, true, &handle.cgroups).await;
             return Err(e);
@@ -475,7 +482,8 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         workdir: Some(bwrap::WORKSPACE.into()),
         isolation: None,
         persistent_paths,
-        snapshot: None,
+        // Nothing of it outside the caller's directory lasts to be taken.
+        snapshot: Some(SnapshotSupport::None),
     })
 }
 
@@ -641,7 +649,12 @@ pub async fn destroy(host: &dyn Host, site: &Site, target: BoxRef) -> Result<(),
         None => vec!["rm".into(), "-rf".into(), "--".into(), handle.workspace.clone()],
     };
     let out = capture(host, argv, host_env(), b"").await?;
-    if !matches!(out.status.code, Some(0)) && !(handle.image.is_some() && out.status.code == Some(1)) {
+    // REMOVE_OWN's 1: the directory was already gone.
+    let removed = match handle.image {
+        Some(_) => matches!(out.status.code, Some(0 | 1)),
+        None => out.status.code == Some(0),
+    };
+    if !removed {
         return Err(DriverError::failed(format!("cannot remove {}: {}", handle.workspace, out.stderr_text())));
     }
     Ok(())
@@ -760,8 +773,12 @@ async fn start_image_box(
     image: &ImageHandle,
     arch: seccomp::Arch,
     local: &Path,
+    seed: Option<&Path>,
 ) -> Result<(), DriverError> {
     let dirs = Dirs::new(Path::new(&handle.workspace));
+    if let Some(snapshot) = seed {
+        snapshots::seed(host, snapshot, &dirs).await?;
+    }
     dirs.make()
         .map_err(|e| DriverError::failed(format!("cannot make the box's layers in {}: {e}", handle.workspace)))?;
     let agent = image_box::agent_file(local)?;
@@ -823,3 +840,20 @@ exec 4>&1 </dev/null >>"$log" 2>&1
 setsid "$@" 4>&- &
 echo $! >&4
 "#;
+
+/// Takes a snapshot of an image box (snapshots.rs); a box made without an
+/// image says at create that it takes none, and core refuses before this.
+pub async fn snapshot(
+    host: &dyn Host,
+    site: &Site,
+    target: BoxRef,
+) -> Result<tinybox_sdk::model::SnapshotId, DriverError> {
+    let handle = Handle::parse(&target.handle)?;
+    let (Some(image), Some(local)) = (&handle.image, &site.local) else {
+        return Err(DriverError::unsupported(
+            "this namespace box was made without an image: nothing of it outside its workspace lasts to be taken",
+        ));
+    };
+    snapshots::take(host, local, &handle.namespace, &target.box_id, &Dirs::new(Path::new(&handle.workspace)), image)
+        .await
+}
