@@ -79,6 +79,16 @@ impl Images {
         Ok(self.store.rootfs(name)?)
     }
 
+    /// The image `user` (a box id, or `snapshot:ID`) uses, if any.
+    pub fn image_of_user(&self, user: &str) -> Result<Option<Digest>> {
+        Ok(self.store.image_of_user(user)?)
+    }
+
+    /// Forgets `user` of every image it uses.
+    pub fn forget_user(&self, user: &str) -> Result<()> {
+        Ok(self.store.forget_user(user)?)
+    }
+
     /// Records that box `box_id` uses `name`; returns the image id to keep.
     pub fn add_user(&self, name: &str, box_id: &str) -> Result<Digest> {
         Ok(self.store.add_user(name, box_id)?)

@@ -234,6 +234,21 @@ impl ImageStore {
         })
     }
 
+    /// The image `user` uses, if any.
+    pub fn image_of_user(&self, user: &str) -> Result<Option<Digest>> {
+        Ok(self.records()?.images.values().find(|i| i.users.contains(user)).map(|i| i.id.clone()))
+    }
+
+    /// Forgets `user` of every image it uses (no error if it used none).
+    pub fn forget_user(&self, user: &str) -> Result<()> {
+        self.update(|records| {
+            for image in records.images.values_mut() {
+                image.users.remove(user);
+            }
+            Ok(())
+        })
+    }
+
     /// Removes `name`: one reference, when the image has others; else the
     /// image, with whatever of it no other image shares. Refused while a
     /// box uses it.

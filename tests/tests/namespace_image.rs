@@ -258,6 +258,14 @@ fn fork_stop_and_resume_carry_the_box_s_layer_and_a_box_without_an_image_is_refu
         for b in [&id, &fork] {
             assert!(env.run(&["rm", b]).status.success(), "{label}: rm {b}");
         }
+        // Their snapshots outlive them, and hold the image they were taken over.
+        let out = env.run(&["image", "rm", "tbtest/bb:1"]);
+        assert!(!out.status.success(), "{label}: an image a snapshot holds was removed");
+        let out = env.run(&["prune"]);
+        assert!(out.status.success(), "{label} prune: {}", text(&out).1);
+        let out = env.run(&["image", "rm", "tbtest/bb:1"]);
+        assert!(out.status.success(), "{label}: once no snapshot holds it, it goes: {}", text(&out).1);
+        import(&env);
 
         // A box made without an image keeps nothing to take: refused by core, one line, nothing changed.
         let plain = {

@@ -185,6 +185,11 @@ impl Tinybox {
             Some(reference) => Some(self.image_root(id, &reference).await?),
             None => None,
         };
+        if let Some(WorkspaceSource::Snapshot { id: snapshot }) = &spec.source
+            && caps.has(&Feature::ImageRoot)
+        {
+            self.box_from_snapshot_holds_image(id, snapshot)?;
+        }
         let created = link
             .create(CreateParams {
                 box_id: id.clone(),

@@ -5,7 +5,7 @@
 //! read-only root (docs/adr/0029-namespace-image-boxes.md). The driver
 //! never reads the store itself.
 
-use tinybox_sdk::model::{BoxId, WorkspaceSource};
+use tinybox_sdk::model::{BoxId, SnapshotId};
 use tinybox_sdk::protocol::ImageRoot;
 
 use super::Tinybox;
@@ -64,13 +64,45 @@ impl Tinybox {
         })
     }
 
-    /// Forgets that box `id` uses the image its spec names, if any. A store
-    /// with no images, or an image already gone, is nothing to undo.
-    pub(super) fn release_image(&self, id: &BoxId, spec: &BoxSpec) {
-        let Some(WorkspaceSource::OciImage { reference }) = &spec.source else { return };
+    /// Forgets that box `id` uses an image (whichever: a box from a
+    /// snapshot uses its snapshot's). A store with no images is nothing to undo.
+    pub(super) fn release_image(&self, id: &BoxId, _spec: &BoxSpec) {
         let Some(images) = self.images() else { return };
-        if let Err(e) = images.remove_user(reference, id.as_str()) {
-            tracing::warn!("box {id}: cannot forget it as a user of image {reference}: {e}");
+        if let Err(e) = images.forget_user(id.as_str()) {
+            tracing::warn!("box {id}: cannot forget it as an image's user: {e}");
         }
     }
+
+    /// Records that snapshot `snapshot` of box `id` holds the image the
+    /// box uses, so `image rm` and `image prune` keep it while the snapshot lasts.
+    pub(super) fn snapshot_holds_image(&self, id: &BoxId, snapshot: &SnapshotId) {
+        let Some(images) = self.images() else { return };
+        if let Ok(Some(image)) = images.image_of_user(id.as_str())
+            && let Err(e) = images.add_user(&image.to_string(), &snapshot_user(snapshot))
+        {
+            tracing::warn!("snapshot {snapshot}: cannot record it as a user of image {image}: {e}");
+        }
+    }
+
+    /// A box made from snapshot `snapshot` uses the image the snapshot holds.
+    pub(super) fn box_from_snapshot_holds_image(&self, id: &BoxId, snapshot: &SnapshotId) -> Result<()> {
+        let Some(images) = self.images() else { return Ok(()) };
+        if let Some(image) = images.image_of_user(&snapshot_user(snapshot))? {
+            images.add_user(&image.to_string(), id.as_str())?;
+        }
+        Ok(())
+    }
+
+    /// A removed snapshot holds no image any more.
+    pub(super) fn snapshot_releases_image(&self, snapshot: &SnapshotId) {
+        let Some(images) = self.images() else { return };
+        if let Err(e) = images.forget_user(&snapshot_user(snapshot)) {
+            tracing::warn!("snapshot {snapshot}: cannot forget it as an image's user: {e}");
+        }
+    }
+}
+
+/// How the image store names a snapshot among an image's users.
+fn snapshot_user(snapshot: &SnapshotId) -> String {
+    format!("snapshot:{snapshot}")
 }

@@ -203,6 +203,7 @@ impl Tinybox {
             Err(e) => return Err(e),
         };
         self.store.forget_snapshot(&l.id)?;
+        self.snapshot_releases_image(&l.id);
         for b in self.store.list()?.into_iter().filter(|b| b.has_snapshot(&l.id)) {
             self.store.update(&b.id, &mut |info| info.snapshots.retain(|s| s.id != l.id))?;
         }

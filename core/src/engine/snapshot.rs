@@ -52,6 +52,7 @@ impl Tinybox {
             info.snapshots.push(record.clone());
             done(info);
         })?;
+        self.snapshot_holds_image(id, &record.id);
         Ok(record)
     }
 

@@ -33,7 +33,7 @@ pub const AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tinybox-micro
 /// Where the box sees its agent and the directory its socket is in.
 pub const AGENT_IN_BOX: &str = "/run/tinybox/agent";
 pub const CTL_IN_BOX: &str = "/run/tinybox/ctl";
-const SOCKET: &str = "agent.sock";
+pub const SOCKET: &str = "agent.sock";
 
 /// What the box's record keeps of its image.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,50 +139,6 @@ pub fn agent_file(dir: &Path) -> Result<PathBuf, DriverError> {
             DriverError::failed(format!("cannot write the box agent to {}: {e}", path.display()))
         })?;
     Ok(path)
-}
-
-/// The bwrap arguments that hold an image box: its root the overlay at
-/// `merged`, the agent as its command. The same boundary as every
-/// namespace command (bwrap.rs), less what a place must keep: no
-/// `--die-with-parent` (the box outlives the create that started it;
-/// [`kill`] ends it), and the root is writable.
-pub struct Holder<'a> {
-    pub dirs: &'a Dirs,
-    pub agent: &'a Path,
-    pub share_net: bool,
-    pub cgroups: &'a [String],
-    pub cgroup_v2: bool,
-}
-
-impl Holder<'_> {
-    pub fn args(&self) -> Vec<String> {
-        let mut a: Vec<String> = Vec::with_capacity(64);
-        let mut push = |items: &[&str]| a.extend(items.iter().map(|s| s.to_string()));
-        push(&["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"]);
-        if !self.share_net {
-            push(&["--unshare-net"]);
-        }
-        push(&["--new-session", "--cap-drop", "ALL", "--disable-userns"]);
-        push(&["--seccomp", crate::bwrap::SECCOMP_FD]);
-        let merged = self.dirs.merged().display().to_string();
-        push(&["--bind", &merged, "/"]);
-        // /proc/1 is bwrap's init, the one process the seccomp program does not filter.
-        push(&["--proc", "/proc", "--tmpfs", "/proc/1", "--dev", "/dev", "--tmpfs", "/run"]);
-        let (agent, ctl) = (self.agent.display().to_string(), self.dirs.ctl().display().to_string());
-        push(&["--ro-bind", &agent, AGENT_IN_BOX, "--bind", &ctl, CTL_IN_BOX]);
-        if self.share_net {
-            // The egress namespace's resolver is slirp4netns's, as for every egress box.
-            push(&["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]);
-        }
-        for dir in self.cgroups {
-            if let Some(inside) = crate::cgroup::in_box(dir, self.cgroup_v2) {
-                push(&["--ro-bind", dir, &inside]);
-            }
-        }
-        push(&["--chdir", "/", "--clearenv", "--", AGENT_IN_BOX, "--listen"]);
-        a.push(format!("{CTL_IN_BOX}/{SOCKET}"));
-        a
-    }
 }
 
 /// Connects to the box's agent. The socket's directory is the box's to

@@ -22,6 +22,7 @@
 mod bwrap;
 mod cgroup;
 mod health;
+mod holder;
 mod image_box;
 mod overlay;
 mod sandbox;

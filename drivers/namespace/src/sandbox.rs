@@ -17,8 +17,8 @@ use tinybox_sdk::protocol::{
 
 use tinybox_sdk::model::names::validate_name;
 
-use crate::image_box::{self, Dirs, Holder, ImageHandle};
-use crate::{bwrap, cgroup, overlay, seccomp, snapshots};
+use crate::image_box::{self, Dirs, ImageHandle};
+use crate::{bwrap, cgroup, holder, seccomp, snapshots};
 
 /// Hands the seccomp program to the command after it on descriptor 3,
 /// where `bwrap --seccomp 3` reads it: `file PATH` opens the driver's copy
@@ -761,12 +761,8 @@ pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, D
 #[path = "sandbox_tests.rs"]
 mod tests;
 
-/// Starts the one bwrap that holds an image box, detached from this create
-/// (its own session, its output in the box's log), and waits until its
-/// agent answers. Outermost first: the start shell (cgroups, the seccomp
-/// program on descriptor 3), the egress
-/// namespace when the box has one, the overlay root (overlay.rs), bwrap,
-/// the agent.
+/// Starts the bwrap that holds an image box (holder.rs), inside the start
+/// shell every command of the box's gets ([`command`]).
 async fn start_image_box(
     host: &dyn Host,
     handle: &Handle,
@@ -776,70 +772,18 @@ async fn start_image_box(
     seed: Option<&Path>,
 ) -> Result<(), DriverError> {
     let dirs = Dirs::new(Path::new(&handle.workspace));
-    if let Some(snapshot) = seed {
-        snapshots::seed(host, snapshot, &dirs).await?;
-    }
-    dirs.make()
-        .map_err(|e| DriverError::failed(format!("cannot make the box's layers in {}: {e}", handle.workspace)))?;
-    let agent = image_box::agent_file(local)?;
-    let program = seccomp::program_file(local, arch)
-        .ok_or_else(|| DriverError::failed(format!("cannot write the seccomp program in {}", local.display())))?;
-    let me = std::env::current_exe()
-        .map_err(|e| DriverError::failed(format!("cannot find this driver's own executable: {e}")))?;
-    let shown = |p: PathBuf| p.display().to_string();
-    let lower = shown(image.rootfs.clone());
-    for p in [&lower, &handle.workspace] {
-        if let Some(why) = overlay::refuse(p) {
-            return Err(DriverError::invalid(why));
-        }
-    }
-    let holder = Holder {
+    let start = holder::Start {
         dirs: &dirs,
-        agent: &agent,
+        image,
+        local,
+        seed,
         share_net: handle.egress,
         cgroups: &handle.cgroups,
         cgroup_v2: handle.cgroup_v2,
+        arch,
     };
-    let mut inner = overlay::unshare_argv(rustix::process::geteuid().is_root());
-    inner.extend([
-        shown(me),
-        "--overlay-root".to_owned(),
-        lower,
-        shown(dirs.upper()),
-        shown(dirs.work()),
-        shown(dirs.merged()),
-        "--".to_owned(),
-        "bwrap".to_owned(),
-    ]);
-    inner.extend(holder.args());
-    let mut argv = vec!["sh".to_owned(), "-c".to_owned(), HOLD.to_owned(), "tinybox-hold".to_owned()];
-    argv.push(shown(dirs.log()));
-    argv.extend(command(handle, arch, Some(&program), 0, inner));
-    let out = capture(host, argv, host_env(), b"").await?;
-    if !out.success() {
-        return Err(DriverError::failed(format!(
-            "cannot start the box ({}): {} {}",
-            out.status,
-            out.stderr_text().trim(),
-            dirs.log_tail()
-        )));
-    }
-    let pid =
-        out.stdout_text().trim().parse::<i32>().map_err(|_| {
-            DriverError::failed(format!("starting the box printed {:?}, not its pid", out.stdout_text()))
-        })?;
-    image_box::wait_ready(&dirs, pid).await
+    holder::start(host, start, |inner, program| command(handle, arch, Some(program), 0, inner)).await
 }
-
-/// Starts "$@" in a session of its own that outlives this shell, its
-/// output in the log `$1`, and prints its pid (what it execs into ends as
-/// the box's first bwrap): descriptor 4 carries it, closed in "$@", which
-/// holds nothing of this run's.
-const HOLD: &str = r#"log=$1; shift
-exec 4>&1 </dev/null >>"$log" 2>&1
-setsid "$@" 4>&- &
-echo $! >&4
-"#;
 
 /// Takes a snapshot of an image box (snapshots.rs); a box made without an
 /// image says at create that it takes none, and core refuses before this.
