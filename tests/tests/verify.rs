@@ -249,7 +249,13 @@ fn namespace_passes_its_claims() {
     for claim in ["limit.pids", "limit.memory", "limit.cpu"] {
         assert_status(&v, claim, limits);
     }
-    assert_status(&v, "feature.fork", "not_claimed");
+    // Snapshots and forks are of boxes made from an image (ADR 0029): the
+    // kit proves them on a box of its own image, and says so.
+    for claim in ["snapshot.filesystem", "feature.fork"] {
+        assert_status(&v, claim, "pass");
+        let c = v["report"]["claims"].as_array().unwrap().iter().find(|c| c["name"] == claim).unwrap();
+        assert!(c["detail"].as_str().unwrap().starts_with("on a box made from an image"), "{c}");
+    }
     assert_status(&v, "feature.terminal", "pass");
     // Without an egress target the allowlist claims cannot be probed: they
     // are skipped, saying what is missing (tests/tests/verify_egress.rs
