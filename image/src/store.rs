@@ -4,6 +4,7 @@
 //! blobs/sha256/<hex>        every blob, named by its digest
 //! layers/sha256/<diff id>/  each layer unpacked once: root/ and meta.json
 //! rootfs/sha256/<image id>/ each image's layers stacked: a read-only root
+//! disks/sha256/<image id>   its base disk, for a microVM, when one asked (disk.rs)
 //! images.json               the records (records.rs)
 //! tmp/                      what is being written; renamed into place
 //! lock, records.lock        pulls share `lock`; rm and prune hold it alone
@@ -234,6 +235,20 @@ impl ImageStore {
         })
     }
 
+    /// Forgets `user` on every image (no error if it used none): what a
+    /// removed box does, whichever tag it was made by and wherever it moved.
+    pub fn drop_user(&self, user: &str) -> Result<()> {
+        if !self.records_path().is_file() {
+            return Ok(());
+        }
+        self.update(|records| {
+            for image in records.images.values_mut() {
+                image.users.remove(user);
+            }
+            Ok(())
+        })
+    }
+
     /// Removes `name`: one reference, when the image has others; else the
     /// image, with whatever of it no other image shares. Refused while a
     /// box uses it.
@@ -291,6 +306,8 @@ impl ImageStore {
         let blobs_gone = self.sweep_dir(&self.blobs_dir(), &blobs, dry_run, &mut bytes)?;
         let layers_gone = self.sweep_dir(&self.layers_dir(), &layers, dry_run, &mut bytes)?;
         self.sweep_dir(&self.rootfs_dir(), &images, dry_run, &mut 0)?;
+        // A base disk is the image's own (not shared with another): its bytes count.
+        self.sweep_dir(&self.disks_dir(), &images, dry_run, &mut bytes)?;
         self.sweep_dir(&self.tmp_dir(), &BTreeSet::new(), dry_run, &mut bytes)?;
         Ok((blobs_gone, layers_gone, bytes))
     }

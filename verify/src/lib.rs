@@ -16,6 +16,7 @@ mod claim;
 mod client_hello;
 mod egress_target;
 mod fence;
+mod kit_image;
 mod levels;
 mod limits;
 mod privilege;
@@ -211,9 +212,9 @@ fn kit_workspace() -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
+fn pick_source(caps: &SandboxCapabilities, opts: &Options, kit_image: Option<String>) -> Source {
     if caps.sources.contains(&SourceKind::OciImage) {
-        let reference = opts.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+        let reference = kit_image.or_else(|| opts.image.clone()).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
         let shown = format!("image {reference}");
         return Source::Made(Some(WorkspaceSource::OciImage { reference }), shown, None);
     }
@@ -278,7 +279,18 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
             }
         }
     }
-    let (source, shown, _keep) = match pick_source(&caps, opts) {
+    // A sandbox booting images from the store gets the kit's own, unless asked for another.
+    let kit_image = match caps.has(&tinybox_sdk::model::Feature::ImageDisk) && opts.image.is_none() {
+        false => None,
+        true => match kit_image::ensure(tb).await {
+            Ok(reference) => Some(reference),
+            Err(why) => {
+                kit.skip_all(&format!("no box could be made: {why}"));
+                return Ok(kit.report(r.path.clone(), "none".into()));
+            }
+        },
+    };
+    let (source, shown, _keep) = match pick_source(&caps, opts, kit_image) {
         Source::Made(s, shown, keep) => (s, shown, keep),
         Source::Impossible(why) => {
             kit.skip_all(&format!("no box could be made: {why}"));

@@ -15,9 +15,11 @@ use crate::{args, output};
 pub struct VerifyCmd {
     /// The sandbox to verify (a driver's name, or passthrough).
     pub name: String,
-    /// The image boxes start from when the sandbox takes images.
-    #[arg(long, value_name = "REF", default_value = verify::DEFAULT_IMAGE)]
-    pub image: String,
+    /// The image boxes start from when the sandbox takes images (default
+    /// busybox:latest; a sandbox that boots images from tinybox's store,
+    /// the microvm, gets the kit's own busybox image).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
     /// microvm: make the kit's boxes with hardware virtualization (kvm) or emulation (tcg).
     #[arg(long, value_parser = ["kvm", "tcg"], value_name = "ACCEL")]
     pub accel: Option<String>,
@@ -37,7 +39,7 @@ impl VerifyCmd {
             Some(path) => Some(verify::EgressTarget::from_file(path).map_err(|e| Error::NotVerifiable(e.to_string()))?),
             None => None,
         };
-        let opts = Options { image: Some(self.image), create_options, egress_target };
+        let opts = Options { image: self.image, create_options, egress_target };
         let report = verify::verify(&app.engine, &self.name, &opts).await?;
         let passed = report.passed();
         if let Some(verdict) = report.verdict(app.engine.now())

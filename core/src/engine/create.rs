@@ -51,6 +51,8 @@ impl Tinybox {
             Some(WorkspaceSource::Snapshot { id }) => self.snapshot_workspace_dir(id)?,
             _ => None,
         };
+        // An image this store does not hold is refused before anything is reserved.
+        self.image_reference(&ws_link, &spec)?;
 
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo {
@@ -105,6 +107,7 @@ impl Tinybox {
                     self.discard_synced(&spec.workspace.host, dir).await;
                 }
                 self.egress_discard(&spec.namespace, &id).await?;
+                self.drop_image_user(&id)?;
                 self.store.remove(&id)?;
                 Err(e)
             }
@@ -169,6 +172,10 @@ impl Tinybox {
             true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts).await?),
             false => None,
         };
+        let image = match self.image_reference(link, spec)? {
+            Some(reference) => Some(self.image_root(reference, id).await?),
+            None => None,
+        };
         let created = link
             .create(CreateParams {
                 box_id: id.clone(),
@@ -182,6 +189,7 @@ impl Tinybox {
                 workspace_dir,
                 egress,
                 egress_exceptions,
+                image,
             })
             .await?;
         let isolation = box_isolation(created.isolation, caps.isolation);

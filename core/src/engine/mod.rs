@@ -11,6 +11,7 @@ mod egress;
 mod exec;
 mod forward;
 mod hosts;
+mod image_root;
 mod lifecycle;
 mod pools;
 mod prune;

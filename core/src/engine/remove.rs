@@ -84,6 +84,7 @@ impl Tinybox {
         if synced && host.as_str() != crate::hosts::LOCAL {
             self.discard_synced(host, &crate::sync::remote_workspace(&info.spec.namespace, id.as_str())).await;
         }
+        self.drop_image_user(id)?;
         self.store.remove(id)?;
         Ok(info)
     }

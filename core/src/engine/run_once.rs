@@ -124,6 +124,7 @@ impl Tinybox {
             workspace_dir,
             egress: None,
             egress_exceptions: Vec::new(),
+            image: None,
         };
         Ok(Some(OneShot { info, instance, link, create }))
     }

@@ -240,6 +240,7 @@ mod tests {
                 workspace_dir: None,
                 egress: None,
                 egress_exceptions: Vec::new(),
+                image: None,
             },
             exec_id: "x9-1".into(),
             request: ExecRequest::new(["printf", "%s", "-n"]),

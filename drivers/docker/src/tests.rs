@@ -80,6 +80,7 @@ fn params(source: Option<WorkspaceSource>, network: NetworkPolicy, ports: Vec<Po
         workspace_dir: None,
         egress: None,
         egress_exceptions: Vec::new(),
+        image: None,
     }
 }
 

@@ -35,6 +35,7 @@ fn create_params(source: Option<WorkspaceSource>, network: Option<NetworkPolicy>
         workspace_dir: None,
         egress: None,
         egress_exceptions: Vec::new(),
+        image: None,
     }
 }
 

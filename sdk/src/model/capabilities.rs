@@ -102,6 +102,10 @@ pub enum Feature {
     /// still checks each entry of a tar coming out, and writes the tar
     /// going in itself.
     Archive,
+    /// Boots a box from an OCI image's base disk: core builds the image's
+    /// read-only ext4 disk once per image (the image store's `disk.rs`)
+    /// and sends its path in `CreateParams::image` (`ImageRoot::disk`).
+    ImageDisk,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -120,6 +124,7 @@ impl fmt::Display for Feature {
             Feature::EgressFence => f.write_str("egress_fence"),
             Feature::RunOnce => f.write_str("run_once"),
             Feature::Archive => f.write_str("archive"),
+            Feature::ImageDisk => f.write_str("image_disk"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }

@@ -247,6 +247,40 @@ pub struct CreateParams {
     /// keeps them with the box and parses them again before use.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_exceptions: Vec<crate::fence::Exception>,
+    /// With an `oci_image` source that core resolved in its own image
+    /// store: the image's prepared root. A driver starts the box from this
+    /// and never reads core's store itself. Absent: the driver gets the
+    /// reference alone (docker pulls it its own way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageRoot>,
+}
+
+/// An image's prepared root, as core's image store holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRoot {
+    /// The image's flattened root filesystem: read-only by contract.
+    pub rootfs: PathBuf,
+    pub config: ImageRootConfig,
+    /// The image's base disk (ext4, raw, read-only), for a sandbox
+    /// declaring `Feature::ImageDisk`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<PathBuf>,
+}
+
+/// What of an image's config a box starts with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageRootConfig {
+    /// `NAME=VALUE` entries, the image's order.
+    #[serde(default)]
+    pub env: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmd: Option<Vec<String>>,
 }
 
 /// The driver's record of a box; core stores `handle` and hands it back on

@@ -43,10 +43,11 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
             assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]", "a refused create leaves no box");
             assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
         }
-        // Only a directory of the caller's can be the workspace.
+        // An image boots only from this store's images (ADR 0036): one not there is refused by name.
         let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--image", "busybox"]);
         assert!(!out.status.success());
-        assert!(text(&out.stderr).contains("oci_image"), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("no image busybox in the store"), "{}", text(&out.stderr));
+        assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
         let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--cpus", "0.5", "--workspace", &ws]);
         assert!(!out.status.success());
         assert!(text(&out.stderr).contains("not a whole number of vCPUs"), "{}", text(&out.stderr));
