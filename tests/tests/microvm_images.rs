@@ -211,3 +211,79 @@ fn an_image_not_in_the_store_is_one_line_and_makes_nothing() {
     assert_eq!(left, Vec::<PathBuf>::new(), "a VM directory was made");
     assert_eq!(processes_under(cli.home.path()), vec![]);
 }
+
+/// busybox alone, as a tar layer: enough for a shell and `sleep`.
+fn busybox_layer() -> Vec<u8> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for d in ["bin", "tmp", "root"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        tar.append_data(&mut h, d, std::io::empty()).unwrap();
+    }
+    tar.append_path_with_name("/bin/busybox", "bin/busybox").unwrap();
+    for applet in ["sh", "cat", "echo", "sleep", "grep", "date", "setsid"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        tar.append_link(&mut h, format!("bin/{applet}"), "busybox").unwrap();
+    }
+    tar.into_inner().unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+#[test]
+fn a_running_process_survives_stop_and_resume_through_the_memory_snapshot_and_the_clock_is_set() {
+    const TEST: &str =
+        "microvm_images::a_running_process_survives_stop_and_resume_through_the_memory_snapshot_and_the_clock_is_set";
+    need_microvm!(TEST);
+    if let Some(why) = unavailable() {
+        return skip(TEST, &why);
+    }
+    let reg = Registry::plain();
+    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    let reference = reg.reference("mvm/busybox:1");
+    let cli = Cli::new();
+    let _reaper = Reaper(cli.home.path().to_owned());
+    ok(&cli, &["image", "pull", &reference]);
+    let mut args = vec!["create", "--image", &reference, "--persistent"];
+    args.extend_from_slice(TCG);
+    let id = ok(&cli, &args).trim().to_owned();
+
+    // A process that outlives its exec (out of the command's cgroup and
+    // process group, which the agent kills when the command ends), holding
+    // a value of its own.
+    let marker = format!("{}", 1_000_000 + u64::from(std::process::id()));
+    let start = format!(
+        "setsid sh -c 'echo $$ > /sys/fs/cgroup/cgroup.procs; exec sleep {marker}' </dev/null >/dev/null 2>&1 & \
+         pid=$!; while ! grep -qx 0::/ /proc/$pid/cgroup; do :; done; echo $pid"
+    );
+    let pid = exec_ok(&cli, &id, &["sh", "-c", &start]).trim().to_owned();
+    let cmdline = |cli: &Cli| exec_ok(cli, &id, &["cat", &format!("/proc/{pid}/cmdline")]);
+    assert_eq!(cmdline(&cli), format!("sleep\0{marker}\0"), "the process runs before the stop");
+
+    ok(&cli, &["stop", &id]);
+    let snapshots = cli.home.path().join("drivers/microvm/snapshots");
+    let taken: Vec<PathBuf> = std::fs::read_dir(&snapshots).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert!(taken[0].join("memory").is_file(), "the snapshot holds the guest's memory: {}", taken[0].display());
+    let before_resume = now();
+    ok(&cli, &["resume", &id]);
+    // The same process, with its value: only a restored memory has it (a cold boot of the disk has no such pid).
+    assert_eq!(cmdline(&cli), format!("sleep\0{marker}\0"), "the process did not survive stop and resume");
+    // The guest's clock is the host's, not the snapshot's.
+    let guest_now: u64 = exec_ok(&cli, &id, &["date", "+%s"]).trim().parse().unwrap();
+    assert!(guest_now >= before_resume, "the guest's clock {guest_now} is behind the host's {before_resume} at resume");
+
+    ok(&cli, &["rm", &id]);
+    ok(&cli, &["prune"]);
+    let left: Vec<PathBuf> =
+        std::fs::read_dir(&snapshots).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert_eq!(left, Vec::<PathBuf>::new(), "prune left the memory snapshot");
+    assert_eq!(processes_under(cli.home.path()), vec![], "rm left processes");
+}

@@ -115,6 +115,7 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
         tsc_khz: None,
         runas: None,
         disk: None,
+        incoming: false,
     };
     let started = Instant::now();
     let result = (|| {

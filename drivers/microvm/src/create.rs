@@ -13,6 +13,7 @@ use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, Worksp
 use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError, EgressEndpoint};
 
 use crate::image::{self, ImageBox};
+use crate::memory::{self, Machine};
 use crate::setup::Setup;
 use crate::snapshot::{self, Restored};
 use crate::vm::{self, Accel};
@@ -263,6 +264,7 @@ async fn boot(
         Ok(root.clone())
     };
     // An image box has a disk and no shared workspace; every other box the reverse.
+    let mut resume = None;
     let (image, workspace) = match &p.source {
         None => (None, Some(owned_workspace()?)),
         Some(WorkspaceSource::LocalDir { path }) => (None, Some(bound(path)?)),
@@ -278,7 +280,10 @@ async fn boot(
             (Some(b), None)
         }
         Some(WorkspaceSource::Snapshot { id }) => match snapshot::restore(state, id, dir).await? {
-            Restored::Image(b) => (Some(image_box(&b)?), None),
+            Restored::Image(r) => {
+                resume = r.memory;
+                (Some(image_box(&r.image)?), None)
+            }
             Restored::Workspace => (None, Some((dir.join("workspace"), true))),
             Restored::Bound => match &p.workspace_dir {
                 Some(path) => (None, Some(bound(path)?)),
@@ -293,7 +298,7 @@ async fn boot(
         }
     };
     let Some((workspace, owned)) = workspace else {
-        return boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, None, image).await;
+        return boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, None, image, resume).await;
     };
     check_user_xattrs(&workspace)?;
     let owner = std::fs::metadata(&workspace)
@@ -302,7 +307,7 @@ async fn boot(
             (m.uid(), m.gid())
         })
         .map_err(|e| DriverError::failed(format!("cannot read {}: {e}", workspace.display())))?;
-    boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, Some((workspace, owned, owner)), image).await
+    boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, Some((workspace, owned, owner)), image, None).await
 }
 
 /// Boots the VM of a box whose root (an image's overlay, or the
@@ -318,6 +323,7 @@ async fn boot_vm(
     allowlist: Option<&EgressEndpoint>,
     shared: Option<(PathBuf, bool, (u32, u32))>,
     image: Option<ImageBox>,
+    resume: Option<(PathBuf, Machine)>,
 ) -> Result<CreateResult, DriverError> {
     let caller = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
     // No shared directory, no one else's files to write: QEMU stays the caller.
@@ -341,23 +347,47 @@ async fn boot_vm(
         None => None,
         Some(passt) => Some(egress::start(&passt, dir, &p.egress_exceptions).await?),
     };
+    let ports = vm::ports_for(memory_mib);
+    // The snapshot's memory only on the machine that wrote it; else its disk boots cold.
+    let here = |m: &Machine| Machine {
+        qemu: memory::fingerprint(&s.qemu),
+        kernel: m.kernel.clone(),
+        initramfs: m.initramfs.clone(),
+        accel,
+        cpus,
+        memory_mib,
+        ports,
+        pids: p.resources.pids,
+        egress: egress.is_some(),
+        allowlist: allowlist.is_some(),
+    };
+    let resume =
+        resume.filter(|(file, m)| *m == here(m) && file.is_file() && m.kernel.is_file() && m.initramfs.is_file());
+    let (kernel, initramfs) = match &resume {
+        Some((_, m)) => (m.kernel.clone(), m.initramfs.clone()),
+        None => (kernel, s.initramfs()?),
+    };
     let launch = vm::Launch {
         accel,
         kernel,
-        initramfs: s.initramfs()?,
+        initramfs,
         cpus,
         memory_mib,
         pids: p.resources.pids,
         workspace: workspace.clone(),
         egress,
         allowlist: allowlist.map(|e| e.port),
-        ports: vm::ports_for(memory_mib),
+        ports,
         tsc_khz: Some(vm::host_tsc_khz()),
         runas,
         disk: image.as_ref().map(|_| image::overlay(dir)),
+        incoming: resume.is_some(),
     };
     let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
     run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
+    if let Some((file, _)) = &resume {
+        memory::load(dir, file).await?;
+    }
     let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
     let hello = session::open(dir, 0, boot_limit)
         .await
@@ -371,7 +401,9 @@ async fn boot_vm(
             hello.pids_max
         )));
     }
-    if let Some(b) = &image {
+    if resume.is_some() {
+        memory::after_restore(dir, ports).await?;
+    } else if let Some(b) = &image {
         // Where commands start must exist, as docker makes it.
         let argv = vec![image::BUSYBOX.into(), "mkdir".into(), "-p".into(), "--".into(), b.workdir.clone()];
         image::run_in_guest(dir, launch.ports, argv, &format!("making the image's working directory {}", b.workdir))

@@ -26,6 +26,7 @@ mod create;
 mod egress;
 mod guest;
 mod image;
+mod memory;
 mod qmp;
 mod relay;
 mod session;
@@ -112,9 +113,10 @@ impl SandboxDriver for Microvm {
         let images = self.setup().is_ok_and(|s| s.no_images().is_none());
         SandboxCapabilities {
             isolation,
-            // A box's disk (an image box's overlay) or its own workspace is
-            // copied; a bound directory is the caller's and stays where it is.
-            snapshot: SnapshotSupport::Filesystem,
+            // A box's disk (an image box's overlay, with the guest's memory,
+            // ADR 0037) or its own workspace is copied; a bound directory is
+            // the caller's and stays where it is.
+            snapshot: SnapshotSupport::FilesystemAndMemory,
             // The guest agent makes a command's terminal in the guest.
             // Every egress box's passt is behind the fence (`egress`). An
             // allowlist box has no NIC, only the agent's relay over a port
@@ -335,6 +337,24 @@ impl SandboxDriver for Microvm {
             ports: handle.ports,
             image: handle.image.as_ref(),
             own_workspace: (handle.owned && handle.image.is_none()).then_some(handle.workspace.as_path()),
+            // An image box's memory goes with its disk (ADR 0037).
+            machine: match (&handle.image, vm::live_pid(&handle.pid_file(), &handle.dir)) {
+                (Some(_), Some(pid)) => {
+                    memory::booted_files(pid.as_raw_nonzero().get()).map(|(kernel, initramfs)| memory::Machine {
+                        qemu: memory::fingerprint(&self.setup().map(|s| s.qemu.clone()).unwrap_or_default()),
+                        kernel,
+                        initramfs,
+                        accel: handle.accel,
+                        cpus: handle.cpus,
+                        memory_mib: handle.memory_mib,
+                        ports: handle.ports,
+                        pids: handle.pids,
+                        egress: handle.egress,
+                        allowlist: handle.allowlist,
+                    })
+                }
+                _ => None,
+            },
         };
         snapshot::take(self.state_dir()?, &of, &target.box_id, &handle.namespace).await
     }
@@ -446,6 +466,7 @@ fn main() {
                 tsc_khz: Some(vm::host_tsc_khz()),
                 runas: None,
                 disk: None,
+                incoming: false,
             };
             let qemu_args = vm::qemu_args(&launch, Path::new(&args[2])).unwrap_or_else(|e| {
                 eprintln!("tinybox-driver-microvm: {e}");

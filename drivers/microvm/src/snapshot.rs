@@ -24,6 +24,7 @@ use tinybox_sdk::model::{BoxId, SnapshotId};
 use tinybox_sdk::protocol::DriverError;
 
 use crate::image::{self, ImageBox};
+use crate::memory::{self, Machine};
 use crate::{qmp, session};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,13 +37,24 @@ struct Meta {
     /// A copy of the box's own workspace is in `workspace/`.
     #[serde(default)]
     workspace: bool,
+    /// The guest's memory is in `memory`, saved from this machine (ADR 0037).
+    #[serde(default)]
+    memory: Option<Machine>,
+}
+
+/// An image box's snapshot, its disk placed.
+#[derive(Debug)]
+pub struct RestoredImage {
+    pub image: ImageBox,
+    /// The snapshot's memory file and the machine that wrote it, when it has one.
+    pub memory: Option<(PathBuf, Machine)>,
 }
 
 /// What a box made from a snapshot starts from, placed in its directory.
 #[derive(Debug)]
 pub enum Restored {
     /// Its overlay is `disk.qcow2` in the box's directory.
-    Image(ImageBox),
+    Image(Box<RestoredImage>),
     /// Its workspace is `workspace/` in the box's directory.
     Workspace,
     /// It binds the directory core names (`CreateParams::workspace_dir`).
@@ -65,6 +77,8 @@ pub struct Of<'a> {
     /// The box's own workspace (one made for it), to copy; `None` for a
     /// bound directory (or an image box).
     pub own_workspace: Option<&'a Path>,
+    /// An image box's machine, when its memory is to be saved too.
+    pub machine: Option<Machine>,
 }
 
 /// Takes a snapshot of the running box `of`; its id.
@@ -90,6 +104,7 @@ async fn fill(tmp: &Path, of: &Of<'_>, box_id: &BoxId, namespace: &str) -> Resul
         namespace: namespace.to_owned(),
         image: of.image.cloned(),
         workspace: of.image.is_none() && of.own_workspace.is_some(),
+        memory: of.machine.clone().filter(|_| of.image.is_some()),
     };
     std::fs::write(tmp.join("meta.json"), serde_json::to_vec(&meta).expect("meta serializes"))
         .map_err(|e| failed("cannot write", tmp, e))?;
@@ -103,8 +118,14 @@ async fn fill(tmp: &Path, of: &Of<'_>, box_id: &BoxId, namespace: &str) -> Resul
         let copied = tokio::task::spawn_blocking(move || std::fs::copy(&from, &to).map(|_| ()))
             .await
             .map_err(|e| DriverError::failed(format!("copying the box's disk stopped: {e}")))?;
+        // The memory at the same instant as the disk, while still held.
+        let saved = match (&copied, &meta.memory) {
+            (Ok(()), Some(_)) => memory::save(of.dir, &tmp.join(memory::FILE)).await,
+            _ => Ok(()),
+        };
         let resumed = qmp::command(of.dir, "cont", None).await;
         copied.map_err(|e| failed("cannot copy the disk of", of.dir, e))?;
+        saved?;
         resumed?;
     } else if let Some(ws) = of.own_workspace {
         copy_tree(ws, &tmp.join("workspace")).await?;
@@ -152,7 +173,8 @@ pub async fn restore(state: &Path, id: &SnapshotId, dir: &Path) -> Result<Restor
             .await
             .map_err(|e| DriverError::failed(format!("copying the snapshot's disk stopped: {e}")))?
             .map_err(|e| failed("cannot copy the disk of snapshot", &snap, e))?;
-        return Ok(Restored::Image(image));
+        let memory = meta.memory.map(|m| (snap.join(memory::FILE), m));
+        return Ok(Restored::Image(Box::new(RestoredImage { image, memory })));
     }
     if meta.workspace {
         copy_tree(&snap.join("workspace"), &dir.join("workspace")).await?;
@@ -200,8 +222,13 @@ mod tests {
 
     fn meta(dir: &Path, box_id: &str, namespace: &str) {
         std::fs::create_dir_all(dir).unwrap();
-        let m =
-            Meta { box_id: BoxId::new(box_id).unwrap(), namespace: namespace.into(), image: None, workspace: false };
+        let m = Meta {
+            box_id: BoxId::new(box_id).unwrap(),
+            namespace: namespace.into(),
+            image: None,
+            workspace: false,
+            memory: None,
+        };
         std::fs::write(dir.join("meta.json"), serde_json::to_vec(&m).unwrap()).unwrap();
     }
 

@@ -119,6 +119,9 @@ pub struct Launch {
     /// For a box made from an image: its qcow2 overlay, the guest's root
     /// disk (ADR 0036); such a box also gets QEMU's monitor (`qmp`).
     pub disk: Option<PathBuf>,
+    /// Start waiting for a migration stream on the monitor
+    /// (`-incoming defer`): a restore from a memory snapshot (ADR 0037).
+    pub incoming: bool,
 }
 
 /// The kernel command line: quiet, no probing of hardware a microvm lacks.
@@ -244,6 +247,9 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
             option_value("the box directory", &crate::qmp::socket(dir))?
         ));
         a.extend(["-mon".into(), "chardev=qmp,mode=control".into()]);
+    }
+    if l.incoming {
+        a.extend(["-incoming".into(), "defer".into()]);
     }
     if let Some((uid, gid)) = l.runas {
         a.extend(["-runas".into(), format!("{uid}:{gid}")]);
@@ -391,6 +397,7 @@ mod tests {
             tsc_khz: Some(2_900_000),
             runas: None,
             disk: None,
+            incoming: false,
         }
     }
 
