@@ -274,6 +274,7 @@ fn a_running_process_survives_stop_and_resume_through_the_memory_snapshot_and_th
     assert!(taken[0].join("memory").is_file(), "the snapshot holds the guest's memory: {}", taken[0].display());
     let before_resume = now();
     ok(&cli, &["resume", &id]);
+    assert!(ok(&cli, &["inspect", &id]).contains("carried on from a memory snapshot"), "inspect says how it came back");
     // The same process, with its value: only a restored memory has it (a cold boot of the disk has no such pid).
     assert_eq!(cmdline(&cli), format!("sleep\0{marker}\0"), "the process did not survive stop and resume");
     // The guest's clock is the host's, not the snapshot's.
@@ -285,5 +286,38 @@ fn a_running_process_survives_stop_and_resume_through_the_memory_snapshot_and_th
     let left: Vec<PathBuf> =
         std::fs::read_dir(&snapshots).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     assert_eq!(left, Vec::<PathBuf>::new(), "prune left the memory snapshot");
+    assert_eq!(processes_under(cli.home.path()), vec![], "rm left processes");
+}
+
+#[test]
+fn a_damaged_memory_snapshot_resumes_the_box_from_its_disk() {
+    const TEST: &str = "microvm_images::a_damaged_memory_snapshot_resumes_the_box_from_its_disk";
+    need_microvm!(TEST);
+    if let Some(why) = unavailable() {
+        return skip(TEST, &why);
+    }
+    let reg = Registry::plain();
+    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    let reference = reg.reference("mvm/busybox:1");
+    let cli = Cli::new();
+    let _reaper = Reaper(cli.home.path().to_owned());
+    ok(&cli, &["image", "pull", &reference]);
+    let mut args = vec!["create", "--image", &reference, "--persistent"];
+    args.extend_from_slice(TCG);
+    let id = ok(&cli, &args).trim().to_owned();
+    exec_ok(&cli, &id, &["sh", "-c", "echo kept > /root/file"]);
+    ok(&cli, &["stop", &id]);
+    let snapshots = cli.home.path().join("drivers/microvm/snapshots");
+    let taken: Vec<PathBuf> = std::fs::read_dir(&snapshots).unwrap().flatten().map(|e| e.path()).collect();
+    let memory = taken[0].join("memory");
+    let len = std::fs::metadata(&memory).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&memory).unwrap().set_len(len / 2).unwrap();
+    // The stream does not load; the box comes back from its disk, with its files.
+    ok(&cli, &["resume", &id]);
+    assert_eq!(exec_ok(&cli, &id, &["cat", "/root/file"]), "kept\n");
+    let inspect = ok(&cli, &["inspect", &id]);
+    assert!(!inspect.contains("carried on from a memory snapshot"), "{inspect}");
+    ok(&cli, &["rm", &id]);
+    ok(&cli, &["prune"]);
     assert_eq!(processes_under(cli.home.path()), vec![], "rm left processes");
 }

@@ -59,6 +59,9 @@ pub struct Handle {
     /// The box's namespace (core's), which its snapshots are swept by.
     #[serde(default)]
     pub namespace: String,
+    /// It carried on from a memory snapshot (ADR 0037), rather than booting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_memory: bool,
 }
 
 fn all_ports() -> usize {
@@ -363,11 +366,12 @@ async fn boot_vm(
     };
     let resume =
         resume.filter(|(file, m)| *m == here(m) && file.is_file() && m.kernel.is_file() && m.initramfs.is_file());
+    let cold = (kernel, s.initramfs()?);
     let (kernel, initramfs) = match &resume {
         Some((_, m)) => (m.kernel.clone(), m.initramfs.clone()),
-        None => (kernel, s.initramfs()?),
+        None => cold.clone(),
     };
-    let launch = vm::Launch {
+    let mut launch = vm::Launch {
         accel,
         kernel,
         initramfs,
@@ -385,8 +389,26 @@ async fn boot_vm(
     };
     let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
     run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
-    if let Some((file, _)) = &resume {
-        memory::load(dir, file).await?;
+    let mut resume = resume;
+    if let Some((file, _)) = &resume
+        && let Err(e) = memory::load(dir, file).await
+    {
+        // A memory file that does not load (truncated, damaged) leaves the
+        // disk, which boots cold. passt quits with the QEMU it served, so a
+        // box with egress cannot start again here: its error stands.
+        if launch.egress.is_some() {
+            return Err(e);
+        }
+        let pid_file = dir.join("qemu.pid");
+        let stop_dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || vm::stop(&pid_file, &stop_dir, Duration::from_secs(3)))
+            .await
+            .map_err(|e| DriverError::failed(format!("stopping the VM failed: {e}")))?;
+        (launch.kernel, launch.initramfs) = cold;
+        launch.incoming = false;
+        resume = None;
+        let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
+        run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
     }
     let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
     let hello = session::open(dir, 0, boot_limit)
@@ -429,6 +451,7 @@ async fn boot_vm(
         files_as: Some(files_as),
         image,
         namespace: p.namespace.clone(),
+        from_memory: resume.is_some(),
     };
     Ok(CreateResult {
         handle: serde_json::to_value(&handle).expect("handle serializes"),

@@ -312,14 +312,17 @@ impl SandboxDriver for Microvm {
             ),
             None => "shared by an older driver that passes the guest's modes and owners (setuid included) to the host; recreate the box".into(),
         };
+        let root = match &handle.image {
+            Some(b) => format!(
+                "root: an image's disk (base {}), its own overlay{}; no shared workspace",
+                b.base.display(),
+                if handle.from_memory { ", carried on from a memory snapshot" } else { "" }
+            ),
+            None => format!("workspace {} at /workspace, {files}", handle.workspace.display()),
+        };
         Ok(InspectResult {
             state: BoxState::Ready,
-            detail: Some(format!(
-                "{accel}; {} vCPU, {} MiB; {net}; workspace {} at /workspace, {files}; {guest}",
-                handle.cpus,
-                handle.memory_mib,
-                handle.workspace.display()
-            )),
+            detail: Some(format!("{accel}; {} vCPU, {} MiB; {net}; {root}; {guest}", handle.cpus, handle.memory_mib)),
         })
     }
 
