@@ -223,7 +223,7 @@ fn busybox_layer() -> Vec<u8> {
         tar.append_data(&mut h, d, std::io::empty()).unwrap();
     }
     tar.append_path_with_name("/bin/busybox", "bin/busybox").unwrap();
-    for applet in ["sh", "cat", "echo", "sleep", "grep", "date", "setsid"] {
+    for applet in ["sh", "cat", "echo", "sleep", "grep", "date", "setsid", "nc", "timeout"] {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_mode(0o777);
@@ -319,5 +319,41 @@ fn a_damaged_memory_snapshot_resumes_the_box_from_its_disk() {
     assert!(!inspect.contains("carried on from a memory snapshot"), "{inspect}");
     ok(&cli, &["rm", &id]);
     ok(&cli, &["prune"]);
+    assert_eq!(processes_under(cli.home.path()), vec![], "rm left processes");
+}
+
+#[test]
+fn an_image_box_with_egress_resolves_through_the_fence_and_reaches_a_listed_host() {
+    const TEST: &str = "microvm_images::an_image_box_with_egress_resolves_through_the_fence_and_reaches_a_listed_host";
+    need_microvm!(TEST);
+    if let Some(why) = unavailable() {
+        return skip(TEST, &why);
+    }
+    let Some(peer) = tinybox_tests::netns::TestHost::start("vmimage") else {
+        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    };
+    for program in ["slirp4netns", "iptables", "hostname", "passt"] {
+        if !tinybox_tests::have(program) && !Path::new("/usr/sbin").join(program).exists() {
+            return skip(TEST, &format!("{program} is not installed (contrib/setup/install-deps)"));
+        }
+    }
+    let reg = Registry::plain();
+    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    let reference = reg.reference("mvm/busybox:1");
+    let cli = Cli::new();
+    let _reaper = Reaper(cli.home.path().to_owned());
+    ok(&cli, &["image", "pull", &reference]);
+    let listed = format!("{}:{}", peer.addr, peer.port);
+    let mut args = vec!["create", "--image", &reference, "--network", "egress", "--allow-host", &listed];
+    args.extend_from_slice(TCG);
+    let id = ok(&cli, &args).trim().to_owned();
+    // The image's own root gets the guest's resolver, and the NIC is up in it.
+    let resolv = exec_ok(&cli, &id, &["cat", "/etc/resolv.conf"]);
+    assert_eq!(resolv.trim(), "nameserver 10.0.2.3", "{resolv}");
+    let script = "echo probe | timeout 10 nc -w 2 \"$1\" \"$2\" >/dev/null 2>&1; echo $?";
+    let port = peer.port.to_string();
+    let rc = exec_ok(&cli, &id, &["sh", "-c", script, "probe", &peer.addr, &port]);
+    assert!(["0", "143"].contains(&rc.trim()), "the listed host was not reached from the image box: {rc}");
+    ok(&cli, &["rm", &id]);
     assert_eq!(processes_under(cli.home.path()), vec![], "rm left processes");
 }
