@@ -47,7 +47,7 @@ fn python_layer() -> Vec<u8> {
     let dir = |tar: &mut tar::Builder<Vec<u8>>, name: &str| {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Directory);
-        h.set_mode(0o755);
+        h.set_mode(if name == "tmp" { 0o1777 } else { 0o755 });
         h.set_size(0);
         tar.append_data(&mut h, name, std::io::empty()).unwrap();
     };
@@ -152,12 +152,21 @@ fn an_image_box_runs_the_image_s_python_and_keeps_what_it_writes_across_stop_and
     let base = cli.home.path().join("images/disks/sha256").join(image_id.trim_start_matches("sha256:"));
     assert!(base.is_file(), "the image's base disk, built once: {}", base.display());
 
-    // The image's python3 (a glibc program: the initramfs has no C library).
-    let py = "import os, sys; print(sys.version_info[0], os.getcwd(), os.environ.get('GREETING'))";
-    assert_eq!(exec_ok(&cli, &id, &["python3", "-c", py]).trim(), "3 /srv hello", "python, WorkingDir, Env");
+    // The image's python3 (a glibc program: the initramfs has no C library),
+    // as the image's User, in its WorkingDir, with its Env.
+    let py =
+        "import os, sys; print(sys.version_info[0], os.getcwd(), os.environ.get('GREETING'), os.getuid(), os.getgid())";
+    assert_eq!(
+        exec_ok(&cli, &id, &["python3", "-c", py]).trim(),
+        "3 /srv hello 1000 1000",
+        "python, WorkingDir, Env, User"
+    );
+    // As that user, the guest's root-owned files are out of reach.
+    let denied = run(&cli, &["exec", &id, "--", "sh", "-c", "echo x > /etc/passwd"]);
+    assert!(!denied.status.success(), "the image's User 1000 wrote root's /etc/passwd");
     // A file written by one exec is there in the next.
-    exec_ok(&cli, &id, &["python3", "-c", "open('/root/note', 'w').write('kept')"]);
-    assert_eq!(exec_ok(&cli, &id, &["cat", "/root/note"]), "kept");
+    exec_ok(&cli, &id, &["python3", "-c", "open('/tmp/note', 'w').write('kept')"]);
+    assert_eq!(exec_ok(&cli, &id, &["cat", "/tmp/note"]), "kept");
     // The root is the image's disk, not the initramfs.
     let mounts = exec_ok(&cli, &id, &["cat", "/proc/mounts"]);
     assert!(mounts.lines().any(|l| l.starts_with("/dev/vda / ext4 rw")), "{mounts}");
@@ -166,7 +175,7 @@ fn an_image_box_runs_the_image_s_python_and_keeps_what_it_writes_across_stop_and
     ok(&cli, &["stop", &id]);
     assert_eq!(processes_under(&dir), vec![], "stop left the VM running");
     ok(&cli, &["resume", &id]);
-    assert_eq!(exec_ok(&cli, &id, &["cat", "/root/note"]), "kept", "the write survived stop and resume");
+    assert_eq!(exec_ok(&cli, &id, &["cat", "/tmp/note"]), "kept", "the write survived stop and resume");
     assert_eq!(exec_ok(&cli, &id, &["python3", "-c", "print(1 + 1)"]).trim(), "2");
 
     // The image is in use while the box exists; rm leaves no overlay, no VM, no snapshot.
@@ -246,7 +255,13 @@ fn a_running_process_survives_stop_and_resume_through_the_memory_snapshot_and_th
         return skip(TEST, &why);
     }
     let reg = Registry::plain();
-    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    reg.push_with_config(
+        "mvm/busybox:1",
+        &[busybox_layer()],
+        "linux",
+        "amd64",
+        serde_json::json!({"Env": ["PATH=/bin"]}),
+    );
     let reference = reg.reference("mvm/busybox:1");
     let cli = Cli::new();
     let _reaper = Reaper(cli.home.path().to_owned());
@@ -297,7 +312,13 @@ fn a_damaged_memory_snapshot_resumes_the_box_from_its_disk() {
         return skip(TEST, &why);
     }
     let reg = Registry::plain();
-    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    reg.push_with_config(
+        "mvm/busybox:1",
+        &[busybox_layer()],
+        "linux",
+        "amd64",
+        serde_json::json!({"Env": ["PATH=/bin"]}),
+    );
     let reference = reg.reference("mvm/busybox:1");
     let cli = Cli::new();
     let _reaper = Reaper(cli.home.path().to_owned());
@@ -338,7 +359,13 @@ fn an_image_box_with_egress_resolves_through_the_fence_and_reaches_a_listed_host
         }
     }
     let reg = Registry::plain();
-    reg.push("mvm/busybox:1", &[busybox_layer()], "linux", "amd64");
+    reg.push_with_config(
+        "mvm/busybox:1",
+        &[busybox_layer()],
+        "linux",
+        "amd64",
+        serde_json::json!({"Env": ["PATH=/bin"]}),
+    );
     let reference = reg.reference("mvm/busybox:1");
     let cli = Cli::new();
     let _reaper = Reaper(cli.home.path().to_owned());

@@ -24,8 +24,8 @@ pub struct ImageBox {
     pub env: Vec<String>,
     /// Where commands start unless they say: the image's WorkingDir, else `/`.
     pub workdir: String,
-    /// The image's User, recorded; not applied yet (the agent runs every
-    /// command as the guest's root; ADR 0036 says why).
+    /// The image's User: every command runs as it (the agent's `--user`),
+    /// resolved in the image's own passwd and group files in the guest.
     #[serde(default)]
     pub user: Option<String>,
 }
@@ -77,6 +77,20 @@ pub async fn run_in_guest(dir: &Path, ports: usize, argv: Vec<String>, what: &st
         return Err(DriverError::failed(format!("{what} ended with {status:?}")));
     }
     Ok(())
+}
+
+/// The agent's copy beside the image's root, in its tmpfs.
+const AGENT: &str = "/run/tinybox/tinybox-microvm-agent";
+
+impl ImageBox {
+    /// `argv` as the image's User runs it: through the agent's `--user`,
+    /// unless the image runs as root (or says nothing).
+    pub fn as_user(&self, argv: Vec<String>) -> Vec<String> {
+        match self.user.as_deref() {
+            None | Some("" | "root" | "0" | "root:root" | "0:0") => argv,
+            Some(user) => [AGENT, "--user", user, "--"].map(String::from).into_iter().chain(argv).collect(),
+        }
+    }
 }
 
 pub fn overlay(dir: &Path) -> PathBuf {
@@ -135,6 +149,20 @@ mod tests {
         assert_eq!(b.workdir, "/", "no WorkingDir: the root");
         let b = ImageBox::from_root(&root(Some(disk.path().to_owned()), Some("relative"))).unwrap();
         assert_eq!(b.workdir, "/", "a relative WorkingDir is not a place to start");
+    }
+
+    #[test]
+    fn a_command_runs_as_the_image_s_user_unless_that_is_root() {
+        let disk = tempfile::NamedTempFile::new().unwrap();
+        let mut b = ImageBox::from_root(&root(Some(disk.path().to_owned()), None)).unwrap();
+        let argv = || vec!["id".to_owned(), "-u".to_owned()];
+        assert_eq!(b.as_user(argv()), argv(), "no User: root");
+        for root in ["root", "0", "0:0", ""] {
+            b.user = Some(root.into());
+            assert_eq!(b.as_user(argv()), argv(), "{root:?}");
+        }
+        b.user = Some("app:staff".into());
+        assert_eq!(b.as_user(argv()), [AGENT, "--user", "app:staff", "--", "id", "-u"]);
     }
 
     #[test]

@@ -218,7 +218,10 @@ impl SandboxDriver for Microvm {
             env.extend(request.env);
             let workdir = handle.image.as_ref().map_or("/workspace", |i| i.workdir.as_str());
             let exec = Exec {
-                argv: request.argv,
+                argv: match &handle.image {
+                    Some(b) => b.as_user(request.argv),
+                    None => request.argv,
+                },
                 env: env.into_iter().collect(),
                 cwd: request.cwd.unwrap_or_else(|| workdir.into()),
                 tty: request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),

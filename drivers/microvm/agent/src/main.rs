@@ -31,6 +31,7 @@ use tinybox_microvm_agent::mux;
 use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 
 mod egress;
+mod user;
 
 /// The cgroup every command's own cgroup lives under; the pids cap is here.
 const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
+        Some("--user") if args.len() >= 5 && args[3] == "--" => user::run_as(&args[2], &args[4..]),
         Some(other) => {
             log(format_args!("unknown argument {other:?}"));
             ExitCode::from(2)
