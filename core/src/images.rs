@@ -97,4 +97,13 @@ impl Images {
     pub fn remove_user(&self, name: &str, box_id: &str) -> Result<()> {
         Ok(self.store.remove_user(name, box_id)?)
     }
+
+    /// The base disk of `name` (ext4, read-only), built once per image.
+    pub async fn base_disk(&self, name: &str) -> Result<PathBuf> {
+        let (store, name) = (self.store.clone(), name.to_owned());
+        tokio::task::spawn_blocking(move || store.base_disk(&name))
+            .await
+            .map_err(|e| ImageError::io("building the base disk stopped", std::io::Error::other(e)))?
+            .map_err(Into::into)
+    }
 }

@@ -73,6 +73,8 @@ pub enum ImageError {
     Corrupt { path: PathBuf, detail: String },
     #[error("this engine has no store directory, so it keeps no images")]
     NoStore,
+    #[error("cannot build the image's base disk: {detail}")]
+    Disk { detail: String },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -96,7 +98,13 @@ impl ImageError {
     /// Whether this is a refusal of input (a reference, an archive, a
     /// layer, a digest) rather than trouble reaching or writing something.
     pub fn is_refusal(&self) -> bool {
-        !matches!(self, ImageError::Io { .. } | ImageError::Unreachable { .. } | ImageError::Corrupt { .. })
+        !matches!(
+            self,
+            ImageError::Io { .. }
+                | ImageError::Unreachable { .. }
+                | ImageError::Corrupt { .. }
+                | ImageError::Disk { .. }
+        )
     }
 }
 

@@ -15,6 +15,7 @@ pub mod beneath;
 pub mod blobs;
 pub mod config;
 pub mod digest;
+pub mod disk;
 pub mod error;
 pub mod flatten;
 pub mod import;

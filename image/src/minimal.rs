@@ -41,7 +41,8 @@ pub fn save_archive(repo_tag: &str, layers: &[Vec<u8>], config: serde_json::Valu
 }
 
 /// A layer with this machine's static busybox at /bin/busybox, the
-/// applets `names` linked to it, /etc/passwd with root, and /tmp: a small
+/// applets `names` linked to it (a bare name in /bin, one with a directory,
+/// as `busybox --list-full` gives them, there), /etc/passwd with root, and /tmp: a small
 /// image's root that runs a shell. `None` when busybox is not static here.
 pub fn busybox_layer(names: &[&str]) -> Option<Vec<u8>> {
     let busybox = std::fs::read("/bin/busybox").ok()?;
@@ -53,7 +54,7 @@ pub fn busybox_layer(names: &[&str]) -> Option<Vec<u8>> {
         h.set_mode(mode);
         b.append_data(&mut h, name, &b""[..]).expect("tar dir");
     };
-    for d in ["bin", "etc", "proc", "dev", "run", "root"] {
+    for d in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "proc", "dev", "run", "root"] {
         dir(&mut b, d, 0o755);
     }
     dir(&mut b, "tmp", 0o1777);
@@ -62,12 +63,14 @@ pub fn busybox_layer(names: &[&str]) -> Option<Vec<u8>> {
     h.set_size(busybox.len() as u64);
     h.set_mode(0o755);
     b.append_data(&mut h, "bin/busybox", &busybox[..]).expect("tar busybox");
-    for n in names.iter().filter(|n| **n != "busybox") {
+    for n in names.iter().filter(|n| !matches!(**n, "busybox" | "bin/busybox")) {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Symlink);
         h.set_size(0);
         h.set_mode(0o777);
-        b.append_link(&mut h, format!("bin/{n}"), "busybox").expect("tar link");
+        // A name with a directory is where busybox lists it (`usr/bin/env`).
+        let path = if n.contains('/') { n.trim_start_matches('/').to_owned() } else { format!("bin/{n}") };
+        b.append_link(&mut h, path, "/bin/busybox").expect("tar link");
     }
     let passwd = b"root:x:0:0:root:/root:/bin/sh\n";
     let mut h = tar::Header::new_gnu();
@@ -78,12 +81,14 @@ pub fn busybox_layer(names: &[&str]) -> Option<Vec<u8>> {
     Some(b.into_inner().expect("tar"))
 }
 
-/// Every applet this machine's /bin/busybox has (`busybox --list`), for a
-/// layer that runs whatever a probe script uses; empty without one.
+/// Every applet this machine's /bin/busybox has, where it lists them
+/// (`busybox --list-full`: `bin/sh`, `usr/bin/setsid`), for a layer that
+/// runs whatever a probe script uses at the paths programs expect; empty
+/// without one.
 pub fn busybox_applets() -> Vec<String> {
     std::process::Command::new("/bin/busybox")
-        .arg("--list")
+        .arg("--list-full")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).filter(|l| !l.contains('/')).collect())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default()
 }

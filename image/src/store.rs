@@ -4,6 +4,7 @@
 //! blobs/sha256/<hex>        every blob, named by its digest
 //! layers/sha256/<diff id>/  each layer unpacked once: root/ and meta.json
 //! rootfs/sha256/<image id>/ each image's layers stacked: a read-only root
+//! disks/sha256/<image id>   its base disk, for a microVM, when one asked (disk.rs)
 //! images.json               the records (records.rs)
 //! tmp/                      what is being written; renamed into place
 //! lock, records.lock        pulls share `lock`; rm and prune hold it alone
@@ -239,8 +240,13 @@ impl ImageStore {
         Ok(self.records()?.images.values().find(|i| i.users.contains(user)).map(|i| i.id.clone()))
     }
 
-    /// Forgets `user` of every image it uses (no error if it used none).
+    /// Forgets `user` on every image (no error if it used none): what a
+    /// removed box or snapshot does, whichever tag it was made by and
+    /// wherever it moved.
     pub fn forget_user(&self, user: &str) -> Result<()> {
+        if !self.records_path().is_file() {
+            return Ok(());
+        }
         self.update(|records| {
             for image in records.images.values_mut() {
                 image.users.remove(user);
@@ -306,6 +312,8 @@ impl ImageStore {
         let blobs_gone = self.sweep_dir(&self.blobs_dir(), &blobs, dry_run, &mut bytes)?;
         let layers_gone = self.sweep_dir(&self.layers_dir(), &layers, dry_run, &mut bytes)?;
         self.sweep_dir(&self.rootfs_dir(), &images, dry_run, &mut 0)?;
+        // A base disk is the image's own (not shared with another): its bytes count.
+        self.sweep_dir(&self.disks_dir(), &images, dry_run, &mut bytes)?;
         self.sweep_dir(&self.tmp_dir(), &BTreeSet::new(), dry_run, &mut bytes)?;
         Ok((blobs_gone, layers_gone, bytes))
     }

@@ -130,13 +130,29 @@ impl Registry {
     /// Pushes an image of `layers` (uncompressed tars, bottom first) for
     /// `os/arch` as `repo_tag`; returns (manifest digest, image id).
     pub fn push(&self, repo_tag: &str, layers: &[Vec<u8>], os: &str, arch: &str) -> (String, String) {
+        let config = serde_json::json!({
+            "Env": ["PATH=/bin", "GREETING=hello"], "Cmd": ["/bin/sh"], "WorkingDir": "/srv", "User": "1000:1000",
+        });
+        self.push_with_config(repo_tag, layers, os, arch, config)
+    }
+
+    /// [`Registry::push`] with `config` as the image config's `config`
+    /// (Env, Cmd, WorkingDir, User, ...).
+    pub fn push_with_config(
+        &self,
+        repo_tag: &str,
+        layers: &[Vec<u8>],
+        os: &str,
+        arch: &str,
+        config: serde_json::Value,
+    ) -> (String, String) {
         let (client, auth) = self.client();
         let reference: Reference = self.reference(repo_tag).parse().expect("reference");
         let image_layers: Vec<ImageLayer> = layers.iter().map(|l| ImageLayer::oci_v1(l.clone(), None)).collect();
         let diff_ids: Vec<String> = image_layers.iter().map(|l| l.sha256_digest()).collect();
         let config = serde_json::json!({
             "architecture": arch, "os": os,
-            "config": {"Env": ["PATH=/bin", "GREETING=hello"], "Cmd": ["/bin/sh"], "WorkingDir": "/srv", "User": "1000:1000"},
+            "config": config,
             "rootfs": {"type": "layers", "diff_ids": diff_ids},
         });
         let config = Config::oci_v1(serde_json::to_vec(&config).expect("config"), None);

@@ -1,47 +1,29 @@
 //! The claims a sandbox keeps only for boxes made from an image (one that
 //! declares `Feature::ImageRoot`: a namespace box's snapshots and forks,
-//! ADR 0029), probed on such a box: the kit imports a minimal image built
-//! from this machine's static busybox into the engine's image store, makes
-//! its box from it, and removes both afterwards.
+//! ADR 0029), probed on such a box: made from the kit's own image
+//! (kit_image.rs), and removed afterwards.
 
 use std::time::Instant;
 
-use tinybox_core::images::{ImportSource, minimal};
 use tinybox_core::model::BoxSpec;
 use tinybox_sdk::model::WorkspaceSource;
 
 use super::{Claim, Kit, Status, probes};
-
-/// The kit's probe image, under a registry name that resolves nowhere.
-const KIT_IMAGE: &str = "tinybox.invalid/kit-probe:1";
 
 impl Kit<'_> {
     /// Probes `claims` (declared snapshot and fork claims) on a box of the
     /// kit's image, recording each; skipped, with the reason, when no
     /// such box can be made here.
     pub(super) async fn image_claims(&mut self, spec: &BoxSpec, claims: &[Claim]) {
-        let Some(images) = self.tb.images() else {
-            return self.skip_claims(claims, "the engine has no store to import the kit's probe image into");
-        };
-        let applets = minimal::busybox_applets();
-        let layer = minimal::busybox_layer(&applets.iter().map(String::as_str).collect::<Vec<_>>());
-        let Some(layer) = layer else {
-            return self.skip_claims(
-                claims,
-                "the kit builds its probe image from a static /bin/busybox, which this machine lacks (busybox-static)",
-            );
-        };
-        let config = serde_json::json!({ "Env": ["PATH=/bin"], "Cmd": ["/bin/sh"] });
-        let archive = minimal::save_archive(KIT_IMAGE, &[layer], config);
         let t = Instant::now();
-        let imported =
-            images.import(ImportSource::Reader(Box::new(std::io::Cursor::new(archive))), "the kit's probe image").await;
-        self.op("image import", t.elapsed(), imported.is_ok());
-        if let Err(e) = imported {
-            return self.skip_claims(claims, &format!("cannot import the kit's probe image: {e}"));
-        }
+        let image = super::kit_image::ensure(self.tb).await;
+        self.op("image import", t.elapsed(), image.is_ok());
+        let image = match image {
+            Ok(image) => image,
+            Err(why) => return self.skip_claims(claims, &why),
+        };
         let mut from = spec.clone();
-        from.source = Some(WorkspaceSource::OciImage { reference: KIT_IMAGE.to_owned() });
+        from.source = Some(WorkspaceSource::OciImage { reference: image });
         match self.create("create (from an image)", from.clone()).await {
             Err(e) => self.fail_claims(claims, &format!("cannot make a box from the kit's image: {e}")),
             Ok(id) => {
@@ -59,7 +41,6 @@ impl Kit<'_> {
                 self.remove("rm (image box)", &id).await;
             }
         }
-        let _ = images.remove(KIT_IMAGE);
     }
 
     /// The isolation claims that passed on the kit's first box, probed

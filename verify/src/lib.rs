@@ -17,6 +17,7 @@ mod client_hello;
 mod egress_target;
 mod fence;
 mod image_claims;
+mod kit_image;
 mod levels;
 mod limits;
 mod privilege;
@@ -212,13 +213,15 @@ fn kit_workspace() -> std::io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-fn pick_source(caps: &SandboxCapabilities, opts: &Options) -> Source {
+fn pick_source(caps: &SandboxCapabilities, opts: &Options, kit_image: Option<String>) -> Source {
     // A sandbox whose images come from core's store (image_root) has no
-    // image the kit can count on there: its box is made over a directory,
-    // unless an image was named, and image_claims.rs makes its own.
-    let from_store = caps.has(&Feature::ImageRoot) && opts.image.is_none();
+    // image the kit can count on there: one that boots image disks gets
+    // the kit's own (`kit_image`); another has its box made over a
+    // directory, unless an image was named, and image_claims.rs probes
+    // what only image boxes keep on a box of the kit's image.
+    let from_store = caps.has(&Feature::ImageRoot) && opts.image.is_none() && kit_image.is_none();
     if caps.sources.contains(&SourceKind::OciImage) && !from_store {
-        let reference = opts.image.clone().unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+        let reference = kit_image.or_else(|| opts.image.clone()).unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
         let shown = format!("image {reference}");
         return Source::Made(Some(WorkspaceSource::OciImage { reference }), shown, None);
     }
@@ -283,7 +286,18 @@ pub async fn verify(tb: &Tinybox, name: &str, opts: &Options) -> Result<Report, 
             }
         }
     }
-    let (source, shown, _keep) = match pick_source(&caps, opts) {
+    // A sandbox booting images from the store gets the kit's own, unless asked for another.
+    let kit_image = match caps.has(&tinybox_sdk::model::Feature::ImageDisk) && opts.image.is_none() {
+        false => None,
+        true => match kit_image::ensure(tb).await {
+            Ok(reference) => Some(reference),
+            Err(why) => {
+                kit.skip_all(&format!("no box could be made: {why}"));
+                return Ok(kit.report(r.path.clone(), "none".into()));
+            }
+        },
+    };
+    let (source, shown, _keep) = match pick_source(&caps, opts, kit_image) {
         Source::Made(s, shown, keep) => (s, shown, keep),
         Source::Impossible(why) => {
             kit.skip_all(&format!("no box could be made: {why}"));
@@ -480,7 +494,9 @@ impl Kit<'_> {
         }
         // A sandbox that keeps snapshots only of boxes made from an image
         // has them probed on such a box (image_claims.rs).
-        let image_root = self.caps.has(&Feature::ImageRoot);
+        // (Not when the kit's box is one already.)
+        let image_root =
+            self.caps.has(&Feature::ImageRoot) && !matches!(spec.source, Some(WorkspaceSource::OciImage { .. }));
         for claim in Claim::properties() {
             let own_box = matches!(claim, Claim::FeaturePortForward | Claim::FeatureFork | Claim::ProcessEnvRoundTrip)
                 || matches!(claim.requirement(), Requirement::NetworkAllowlist | Requirement::EgressFence)

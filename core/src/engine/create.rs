@@ -182,7 +182,7 @@ impl Tinybox {
             _ => None,
         };
         let image = match image_ref {
-            Some(reference) => Some(self.image_root(id, &reference).await?),
+            Some(reference) => Some(self.image_root(id, &reference, caps.has(&Feature::ImageDisk)).await?),
             None => None,
         };
         if let Some(WorkspaceSource::Snapshot { id: snapshot }) = &spec.source

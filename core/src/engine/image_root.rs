@@ -2,8 +2,10 @@
 //! `Feature::ImageRoot`: core resolves the reference in its own image store
 //! (pulling it when it is not there yet), records the box as the image's
 //! user so `image rm` and `image prune` keep it, and hands the driver the
-//! read-only root (docs/adr/0029-namespace-image-boxes.md). The driver
-//! never reads the store itself.
+//! read-only root (docs/adr/0029-namespace-image-boxes.md) and, for one
+//! that boots image disks (`Feature::ImageDisk`, the microVM, ADR 0036),
+//! the image's base disk, built once per image. The driver never reads
+//! the store itself.
 
 use tinybox_sdk::model::{BoxId, SnapshotId};
 use tinybox_sdk::protocol::ImageRoot;
@@ -41,9 +43,10 @@ impl Tinybox {
         Ok(())
     }
 
-    /// The root of the image `reference` for box `id`, which from here on
-    /// is recorded as one of its users (undone by [`Tinybox::release_image`]).
-    pub(super) async fn image_root(&self, id: &BoxId, reference: &str) -> Result<ImageRoot> {
+    /// The root of the image `reference` for box `id` (with its base disk
+    /// when `disk`), which from here on is recorded as one of its users
+    /// (undone by [`Tinybox::release_image`]).
+    pub(super) async fn image_root(&self, id: &BoxId, reference: &str, disk: bool) -> Result<ImageRoot> {
         let images = self.image_store()?;
         let user = images.add_user(reference, id.as_str())?;
         let (rootfs, config) = match images.rootfs(&user.to_string()) {
@@ -53,7 +56,18 @@ impl Tinybox {
                 return Err(e.into());
             }
         };
+        let disk = match disk {
+            true => match images.base_disk(&user.to_string()).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    let _ = images.remove_user(reference, id.as_str());
+                    return Err(e.into());
+                }
+            },
+            false => None,
+        };
         Ok(ImageRoot {
+            disk,
             id: user.to_string(),
             rootfs,
             env: config.env,

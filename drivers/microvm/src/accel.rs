@@ -114,6 +114,8 @@ fn probe(qemu: &Path, kernel: &Path, initramfs: &Path, cache_dir: &Path) -> KvmS
         ports: 1,
         tsc_khz: None,
         runas: None,
+        disk: None,
+        incoming: false,
     };
     let started = Instant::now();
     let result = (|| {

@@ -12,7 +12,10 @@ use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
 use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError, EgressEndpoint};
 
+use crate::image::{self, ImageBox};
+use crate::memory::{self, Machine};
 use crate::setup::Setup;
+use crate::snapshot::{self, Restored};
 use crate::vm::{self, Accel};
 use crate::{egress, guest, relay, session};
 
@@ -49,6 +52,16 @@ pub struct Handle {
     /// the workspace with `security_model=none`.
     #[serde(default)]
     pub files_as: Option<(u32, u32)>,
+    /// A box booted from an image (ADR 0036): its root is the overlay in
+    /// `dir`, and it shares no workspace (`workspace` is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageBox>,
+    /// The box's namespace (core's), which its snapshots are swept by.
+    #[serde(default)]
+    pub namespace: String,
+    /// It carried on from a memory snapshot (ADR 0037), rather than booting.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_memory: bool,
 }
 
 fn all_ports() -> usize {
@@ -218,15 +231,17 @@ pub async fn launch(s: &Setup, state: &Path, p: &CreateParams, accel: Accel) -> 
         }
     };
     let dir = make_dir(state, &p.box_id)?;
-    let result = boot(s, p, accel, &dir, (cpus, memory_mib), passt, allowlist).await;
+    let result = boot(s, state, p, accel, &dir, (cpus, memory_mib), passt, allowlist).await;
     if result.is_err() {
         let _ = tear_down(&dir);
     }
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn boot(
     s: &Setup,
+    state: &Path,
     p: &CreateParams,
     accel: Accel,
     dir: &Path,
@@ -234,24 +249,59 @@ async fn boot(
     passt: Option<PathBuf>,
     allowlist: Option<&EgressEndpoint>,
 ) -> Result<CreateResult, DriverError> {
-    let (workspace, owned) = match &p.source {
-        None => {
-            let ws = dir.join("workspace");
-            std::fs::create_dir(&ws).map_err(|e| DriverError::failed(format!("cannot make {}: {e}", ws.display())))?;
-            (ws, true)
+    let owned_workspace = || {
+        let ws = dir.join("workspace");
+        std::fs::create_dir(&ws).map_err(|e| DriverError::failed(format!("cannot make {}: {e}", ws.display())))?;
+        Ok::<_, DriverError>((ws, true))
+    };
+    let bound = |path: &Path| {
+        if !path.is_dir() {
+            return Err(DriverError::invalid(format!("workspace directory {} does not exist", path.display())));
         }
-        Some(WorkspaceSource::LocalDir { path }) => {
-            if !path.is_dir() {
-                return Err(DriverError::invalid(format!("workspace directory {} does not exist", path.display())));
+        Ok((std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()), false))
+    };
+    let image_box = |root: &ImageBox| -> Result<ImageBox, DriverError> {
+        if let Some(why) = s.no_images() {
+            return Err(DriverError::unavailable(why));
+        }
+        Ok(root.clone())
+    };
+    // An image box has a disk and no shared workspace; every other box the reverse.
+    let mut resume = None;
+    let (image, workspace) = match &p.source {
+        None => (None, Some(owned_workspace()?)),
+        Some(WorkspaceSource::LocalDir { path }) => (None, Some(bound(path)?)),
+        Some(WorkspaceSource::OciImage { reference }) => {
+            let root = p.image.as_ref().ok_or_else(|| {
+                DriverError::unsupported(format!(
+                    "the microvm sandbox boots image {reference} from tinybox's image store, and this core sent no prepared image; import or pull it with `tinybox image` first"
+                ))
+            })?;
+            let b = image_box(&ImageBox::from_root(root)?)?;
+            let qemu_img = s.qemu_img.as_deref().expect("no_images checked qemu-img");
+            image::make_overlay(qemu_img, &b.base, dir).await?;
+            (Some(b), None)
+        }
+        Some(WorkspaceSource::Snapshot { id }) => match snapshot::restore(state, id, dir).await? {
+            Restored::Image(r) => {
+                resume = r.memory;
+                (Some(image_box(&r.image)?), None)
             }
-            (std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()), false)
-        }
+            Restored::Workspace => (None, Some((dir.join("workspace"), true))),
+            Restored::Bound => match &p.workspace_dir {
+                Some(path) => (None, Some(bound(path)?)),
+                None => (None, Some(owned_workspace()?)),
+            },
+        },
         Some(other) => {
             return Err(DriverError::unsupported(format!(
-                "the microvm sandbox shares a directory you already have at /workspace; it cannot start from {}",
+                "the microvm sandbox shares a directory you already have at /workspace, or boots an image; it cannot start from {}",
                 other.kind()
             )));
         }
+    };
+    let Some((workspace, owned)) = workspace else {
+        return boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, None, image, resume).await;
     };
     check_user_xattrs(&workspace)?;
     let owner = std::fs::metadata(&workspace)
@@ -260,12 +310,38 @@ async fn boot(
             (m.uid(), m.gid())
         })
         .map_err(|e| DriverError::failed(format!("cannot read {}: {e}", workspace.display())))?;
+    boot_vm(s, p, accel, dir, (cpus, memory_mib), passt, allowlist, Some((workspace, owned, owner)), image, None).await
+}
+
+/// Boots the VM of a box whose root (an image's overlay, or the
+/// initramfs with `shared` at /workspace, its owner's uid and gid) is ready.
+#[allow(clippy::too_many_arguments)]
+async fn boot_vm(
+    s: &Setup,
+    p: &CreateParams,
+    accel: Accel,
+    dir: &Path,
+    (cpus, memory_mib): (u32, u64),
+    passt: Option<PathBuf>,
+    allowlist: Option<&EgressEndpoint>,
+    shared: Option<(PathBuf, bool, (u32, u32))>,
+    image: Option<ImageBox>,
+    resume: Option<(PathBuf, Machine)>,
+) -> Result<CreateResult, DriverError> {
     let caller = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
-    let (runas, files_as) = qemu_user(caller, owner);
-    let (image, cache) = (s.kernel.clone(), s.cache.clone());
+    // No shared directory, no one else's files to write: QEMU stays the caller.
+    let (runas, files_as) = match &shared {
+        Some((_, _, owner)) => qemu_user(caller, *owner),
+        None => (None, caller),
+    };
+    let (workspace, owned) = match shared {
+        Some((ws, owned, _)) => (Some(ws), owned),
+        None => (None, false),
+    };
+    let (kernel_image, cache) = (s.kernel.clone(), s.cache.clone());
     let kernel = tokio::task::spawn_blocking(move || {
         crate::setup::make_cache(&cache).map_err(std::io::Error::other)?;
-        guest::boot_kernel(&image, &cache)
+        guest::boot_kernel(&kernel_image, &cache)
     })
     .await
     .map_err(|e| DriverError::failed(format!("preparing the kernel failed: {e}")))?
@@ -274,22 +350,66 @@ async fn boot(
         None => None,
         Some(passt) => Some(egress::start(&passt, dir, &p.egress_exceptions).await?),
     };
-    let launch = vm::Launch {
+    let ports = vm::ports_for(memory_mib);
+    // The snapshot's memory only on the machine that wrote it; else its disk boots cold.
+    let here = |m: &Machine| Machine {
+        qemu: memory::fingerprint(&s.qemu),
+        kernel: m.kernel.clone(),
+        initramfs: m.initramfs.clone(),
+        accel,
+        cpus,
+        memory_mib,
+        ports,
+        pids: p.resources.pids,
+        egress: egress.is_some(),
+        allowlist: allowlist.is_some(),
+    };
+    let resume =
+        resume.filter(|(file, m)| *m == here(m) && file.is_file() && m.kernel.is_file() && m.initramfs.is_file());
+    let cold = (kernel, s.initramfs()?);
+    let (kernel, initramfs) = match &resume {
+        Some((_, m)) => (m.kernel.clone(), m.initramfs.clone()),
+        None => cold.clone(),
+    };
+    let mut launch = vm::Launch {
         accel,
         kernel,
-        initramfs: s.initramfs()?,
+        initramfs,
         cpus,
         memory_mib,
         pids: p.resources.pids,
-        workspace: Some(workspace.clone()),
+        workspace: workspace.clone(),
         egress,
         allowlist: allowlist.map(|e| e.port),
-        ports: vm::ports_for(memory_mib),
+        ports,
         tsc_khz: Some(vm::host_tsc_khz()),
         runas,
+        disk: image.as_ref().map(|_| image::overlay(dir)),
+        incoming: resume.is_some(),
     };
     let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
     run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
+    let mut resume = resume;
+    if let Some((file, _)) = &resume
+        && let Err(e) = memory::load(dir, file).await
+    {
+        // A memory file that does not load (truncated, damaged) leaves the
+        // disk, which boots cold. passt quits with the QEMU it served, so a
+        // box with egress cannot start again here: its error stands.
+        if launch.egress.is_some() {
+            return Err(e);
+        }
+        let pid_file = dir.join("qemu.pid");
+        let stop_dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || vm::stop(&pid_file, &stop_dir, Duration::from_secs(3)))
+            .await
+            .map_err(|e| DriverError::failed(format!("stopping the VM failed: {e}")))?;
+        (launch.kernel, launch.initramfs) = cold;
+        launch.incoming = false;
+        resume = None;
+        let qemu_args = vm::qemu_args(&launch, dir).map_err(DriverError::invalid)?;
+        run_detached(&s.qemu, qemu_args, "QEMU could not start the VM").await?;
+    }
     let boot_limit = if accel == Accel::Kvm { Duration::from_secs(30) } else { Duration::from_secs(180) };
     let hello = session::open(dir, 0, boot_limit)
         .await
@@ -303,14 +423,23 @@ async fn boot(
             hello.pids_max
         )));
     }
+    if resume.is_some() {
+        memory::after_restore(dir, ports).await?;
+    } else if let Some(b) = &image {
+        // Where commands start must exist, as docker makes it.
+        let argv = vec![image::BUSYBOX.into(), "mkdir".into(), "-p".into(), "--".into(), b.workdir.clone()];
+        image::run_in_guest(dir, launch.ports, argv, &format!("making the image's working directory {}", b.workdir))
+            .await?;
+    }
     if let Some(endpoint) = allowlist {
         // The agent is up: the relay's session opens at once.
         relay::start(dir, &endpoint.socket).await?;
     }
+    let workdir = image.as_ref().map_or_else(|| "/workspace".to_owned(), |b| b.workdir.clone());
     let handle = Handle {
         dir: dir.to_owned(),
         accel,
-        workspace,
+        workspace: workspace.unwrap_or_default(),
         owned,
         egress: launch.egress.is_some(),
         allowlist: allowlist.is_some(),
@@ -320,10 +449,13 @@ async fn boot(
         pids: p.resources.pids,
         ports: launch.ports,
         files_as: Some(files_as),
+        image,
+        namespace: p.namespace.clone(),
+        from_memory: resume.is_some(),
     };
     Ok(CreateResult {
         handle: serde_json::to_value(&handle).expect("handle serializes"),
-        workdir: Some("/workspace".into()),
+        workdir: Some(workdir),
         // Emulation has no hardware boundary: never claim one for it.
         isolation: (accel == Accel::Tcg).then_some(IsolationLevel::Kernel),
         // The guest's disk outlives each command: everything is kept.

@@ -18,6 +18,10 @@ use std::path::{Path, PathBuf};
 /// The modules a box needs, by name, and for egress additionally.
 pub const BASE_MODULES: &[&str] = &["virtio_mmio", "virtio_console", "9pnet_virtio", "9p"];
 pub const NET_MODULES: &[&str] = &["virtio_net"];
+/// For a box booted from an image's disk (ADR 0036): the block device and
+/// ext4, with the crc32c its metadata checksums use (the guest has no
+/// modprobe to fetch it when ext4 asks the crypto API).
+pub const DISK_MODULES: &[&str] = &["virtio_blk", "crc32c_generic", "ext4"];
 
 /// The agent, built static for the guest by build.rs.
 pub const AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tinybox-microvm-agent"));
@@ -41,6 +45,9 @@ pub struct Kernel {
 pub struct ModulePlan {
     pub base: Vec<(String, PathBuf)>,
     pub net: Vec<(String, PathBuf)>,
+    /// Empty when the kernel lacks one of DISK_MODULES: `disk_missing` names it.
+    pub disk: Vec<(String, PathBuf)>,
+    pub disk_missing: Option<String>,
 }
 
 /// Release order: numeric runs compared as numbers ("6.10" after "6.9").
@@ -145,8 +152,16 @@ pub fn plan_from(dep: &str, builtin: &str, root: &Path) -> Result<ModulePlan, St
     for m in NET_MODULES {
         visit(m, &deps, &builtin, &mut seen, &mut net)?;
     }
+    // Image boxes only: a kernel without them still runs every other box.
+    let (mut disk, mut disk_missing) = (Vec::new(), None);
+    for m in DISK_MODULES {
+        if let Err(missing) = visit(m, &deps, &builtin, &mut seen, &mut disk) {
+            (disk, disk_missing) = (Vec::new(), Some(missing));
+            break;
+        }
+    }
     let abs = |v: Vec<(String, String)>| v.into_iter().map(|(n, p)| (n, root.join(p))).collect();
-    Ok(ModulePlan { base: abs(base), net: abs(net) })
+    Ok(ModulePlan { base: abs(base), net: abs(net), disk: abs(disk), disk_missing })
 }
 
 /// The first kernel (newest first) that has every module a box needs.
@@ -306,7 +321,9 @@ pub fn initramfs(inputs: &Inputs<'_>) -> std::io::Result<Vec<u8>> {
         b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
     )?;
     add(&mut out, "etc/group", ModeFileType::Regular, 0o644, b"root:x:0:\nnogroup:x:65534:\n")?;
-    for (list, modules) in [("base", &inputs.modules.base), ("net", &inputs.modules.net)] {
+    for (list, modules) in
+        [("base", &inputs.modules.base), ("net", &inputs.modules.net), ("disk", &inputs.modules.disk)]
+    {
         let mut order = String::new();
         for (name, path) in modules.iter() {
             add(&mut out, &format!("lib/modules/{name}.ko"), ModeFileType::Regular, 0o644, &module_bytes(path)?)?;
@@ -327,7 +344,7 @@ pub fn cached_initramfs(inputs: &Inputs<'_>, cache: &Path) -> std::io::Result<Pa
         h.update(&(part.len() as u64).to_le_bytes());
         h.update(part);
     }
-    for (name, path) in inputs.modules.base.iter().chain(&inputs.modules.net) {
+    for (name, path) in inputs.modules.base.iter().chain(&inputs.modules.net).chain(&inputs.modules.disk) {
         h.update(name.as_bytes());
         h.update(path.as_os_str().as_encoded_bytes());
         let meta = std::fs::metadata(path)?;

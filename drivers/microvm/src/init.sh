@@ -29,6 +29,30 @@ if mount -t cgroup2 cgroup2 /sys/fs/cgroup; then
     [ -n "$tb_pids" ] && echo "$tb_pids" >/sys/fs/cgroup/box/pids.max
 fi
 unset tb_ws tb_net tb_pids
+if [ "$tb_root" = 1 ]; then
+    # The image's disk becomes the root. The agent, and a busybox to be
+    # PID 1, come along in a tmpfs of their own at /run/tinybox: no file of
+    # the image is needed for tinybox to serve, and none is replaced.
+    for m in $(cat /lib/modules/disk); do insmod "/lib/modules/$m.ko" || fail "cannot load module $m"; done
+    mkdir -p /newroot
+    mount -t ext4 -o noinit_itable /dev/vda /newroot || fail "cannot mount the image disk"
+    mkdir -p /newroot/proc /newroot/sys /newroot/dev /newroot/tmp /newroot/run/tinybox ||
+        fail "cannot prepare the image root"
+    mount -t tmpfs -o mode=0700 tinybox /newroot/run/tinybox || fail "cannot mount /run/tinybox"
+    cp /bin/busybox /sbin/tinybox-microvm-agent /newroot/run/tinybox/ || fail "cannot place the agent"
+    if [ -e /etc/resolv.conf ]; then
+        rm -f /newroot/etc/resolv.conf
+        mkdir -p /newroot/etc && cp /etc/resolv.conf /newroot/etc/resolv.conf
+    fi
+    # PID 1 in the image root: the same loop as below, from the tmpfs.
+    printf '%s\n' 'echo -1000 >/proc/self/oom_score_adj' 'cd /' 'while :; do' \
+        '    /run/tinybox/tinybox-microvm-agent </dev/null' \
+        '    echo "tinybox-init: the agent exited ($?); starting it again" >/dev/console' \
+        'done' >/newroot/run/tinybox/init
+    for m in /proc /sys /dev; do mount --move "$m" "/newroot$m" || fail "cannot move $m"; done
+    unset tb_root
+    exec switch_root /newroot /run/tinybox/busybox sh /run/tinybox/init
+fi
 cd /workspace
 # The agent is never the OOM killer's choice: a box that exhausts the
 # guest's memory loses its own command (each command resets its score, see

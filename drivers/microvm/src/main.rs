@@ -25,9 +25,13 @@ mod accel;
 mod create;
 mod egress;
 mod guest;
+mod image;
+mod memory;
+mod qmp;
 mod relay;
 mod session;
 mod setup;
+mod snapshot;
 mod vm;
 
 use std::collections::BTreeMap;
@@ -39,10 +43,11 @@ use async_trait::async_trait;
 use tinybox_microvm_agent::wire::Exec;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::model::{
-    ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotSupport, SourceKind, TtySize,
+    ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind, TtySize,
 };
 use tinybox_sdk::protocol::{
-    BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult,
+    BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, Health, InspectResult, SnapshotRmParams,
+    SnapshotSweepParams, SnapshotSweepResult,
 };
 use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 
@@ -65,6 +70,14 @@ struct Microvm {
 }
 
 impl Microvm {
+    fn state_dir(&self) -> Result<&Path, DriverError> {
+        self.state.get().and_then(Option::as_deref).ok_or_else(|| {
+            DriverError::unavailable(
+                "the microvm sandbox keeps snapshots in the state directory core offers in the handshake, and got none",
+            )
+        })
+    }
+
     fn setup(&self) -> Result<&Setup, DriverError> {
         let setup = self.setup.get_or_init(|| Err("the driver was asked before its handshake".into()));
         setup.as_ref().map_err(|e| DriverError::unavailable(e.clone()))
@@ -97,16 +110,25 @@ impl SandboxDriver for Microvm {
         if pids {
             limits.push(Limit::Pids);
         }
+        let images = self.setup().is_ok_and(|s| s.no_images().is_none());
         SandboxCapabilities {
             isolation,
-            snapshot: SnapshotSupport::None,
+            // A box's disk (an image box's overlay, with the guest's memory,
+            // ADR 0037) or its own workspace is copied; a bound directory is
+            // the caller's and stays where it is.
+            snapshot: SnapshotSupport::FilesystemAndMemory,
             // The guest agent makes a command's terminal in the guest.
             // Every egress box's passt is behind the fence (`egress`). An
             // allowlist box has no NIC, only the agent's relay over a port
             // to the proxy (`relay`); its VM always runs on core's machine.
             features: {
                 let mut features: std::collections::BTreeSet<Feature> =
-                    [Feature::ResourceLimits, Feature::Terminal, Feature::NetworkAllowlist].into();
+                    [Feature::ResourceLimits, Feature::Terminal, Feature::NetworkAllowlist, Feature::SnapshotSweep]
+                        .into();
+                // Boxes from images: core sends the base disk it built.
+                if images {
+                    features.extend([Feature::ImageRoot, Feature::ImageDisk]);
+                }
                 // No fence without its tools here: plain egress is then
                 // refused before dispatch, and nothing else is held to it.
                 if self.setup().is_ok_and(|s| s.passt.is_some())
@@ -118,7 +140,14 @@ impl SandboxDriver for Microvm {
             },
             limits: limits.into_iter().collect(),
             network_deny: true,
-            sources: [SourceKind::LocalDir].into(),
+            sources: {
+                let mut sources: std::collections::BTreeSet<SourceKind> =
+                    [SourceKind::LocalDir, SourceKind::Snapshot].into();
+                if images {
+                    sources.insert(SourceKind::OciImage);
+                }
+                sources
+            },
             options: ["accel".to_owned()].into(),
         }
     }
@@ -182,13 +211,19 @@ impl SandboxDriver for Microvm {
                 relay::ensure(&handle.dir, &endpoint.socket).await?;
             }
             let claim = session::claim(&handle.dir, handle.ports).await?;
-            // The box's environment beneath the command's: exactly these, nothing else.
-            let mut env = box_env;
+            // The image's environment beneath the box's, the box's beneath the
+            // command's: exactly these, nothing else.
+            let mut env: BTreeMap<String, String> = handle.image.iter().flat_map(|i| i.env_pairs()).collect();
+            env.extend(box_env);
             env.extend(request.env);
+            let workdir = handle.image.as_ref().map_or("/workspace", |i| i.workdir.as_str());
             let exec = Exec {
-                argv: request.argv,
+                argv: match &handle.image {
+                    Some(b) => b.as_user(request.argv),
+                    None => request.argv,
+                },
                 env: env.into_iter().collect(),
-                cwd: request.cwd.unwrap_or_else(|| "/workspace".into()),
+                cwd: request.cwd.unwrap_or_else(|| workdir.into()),
                 tty: request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),
             };
             let stdio = tinybox_sdk::stdio::receive(&stdio_ref)
@@ -280,15 +315,67 @@ impl SandboxDriver for Microvm {
             ),
             None => "shared by an older driver that passes the guest's modes and owners (setuid included) to the host; recreate the box".into(),
         };
+        let root = match &handle.image {
+            Some(b) => format!(
+                "root: an image's disk (base {}), its own overlay{}; no shared workspace",
+                b.base.display(),
+                if handle.from_memory { ", carried on from a memory snapshot" } else { "" }
+            ),
+            None => format!("workspace {} at /workspace, {files}", handle.workspace.display()),
+        };
         Ok(InspectResult {
             state: BoxState::Ready,
-            detail: Some(format!(
-                "{accel}; {} vCPU, {} MiB; {net}; workspace {} at /workspace, {files}; {guest}",
-                handle.cpus,
-                handle.memory_mib,
-                handle.workspace.display()
-            )),
+            detail: Some(format!("{accel}; {} vCPU, {} MiB; {net}; {root}; {guest}", handle.cpus, handle.memory_mib)),
         })
+    }
+
+    async fn snapshot(&self, _host: &HostHandle, target: BoxRef) -> Result<SnapshotId, DriverError> {
+        let handle = Handle::parse(&target.handle)?;
+        if vm::live_pid(&handle.pid_file(), &handle.dir).is_none() {
+            return Err(DriverError::failed(format!(
+                "the VM of box {} is not running, so there is nothing to snapshot ({})",
+                target.box_id,
+                vm::console_tail(&handle.dir)
+            )));
+        }
+        let of = snapshot::Of {
+            dir: &handle.dir,
+            ports: handle.ports,
+            image: handle.image.as_ref(),
+            own_workspace: (handle.owned && handle.image.is_none()).then_some(handle.workspace.as_path()),
+            // An image box's memory goes with its disk (ADR 0037).
+            machine: match (&handle.image, vm::live_pid(&handle.pid_file(), &handle.dir)) {
+                (Some(_), Some(pid)) => {
+                    memory::booted_files(pid.as_raw_nonzero().get()).map(|(kernel, initramfs)| memory::Machine {
+                        qemu: memory::fingerprint(&self.setup().map(|s| s.qemu.clone()).unwrap_or_default()),
+                        kernel,
+                        initramfs,
+                        accel: handle.accel,
+                        cpus: handle.cpus,
+                        memory_mib: handle.memory_mib,
+                        ports: handle.ports,
+                        pids: handle.pids,
+                        egress: handle.egress,
+                        allowlist: handle.allowlist,
+                    })
+                }
+                _ => None,
+            },
+        };
+        snapshot::take(self.state_dir()?, &of, &target.box_id, &handle.namespace).await
+    }
+
+    async fn snapshot_rm(&self, _host: &HostHandle, p: SnapshotRmParams) -> Result<(), DriverError> {
+        snapshot::remove(self.state_dir()?, &p.id)
+    }
+
+    async fn snapshot_sweep(
+        &self,
+        _host: &HostHandle,
+        p: SnapshotSweepParams,
+    ) -> Result<SnapshotSweepResult, DriverError> {
+        let removed = snapshot::sweep(self.state_dir()?, &p.namespace, &p.box_id, &p.keep)?;
+        Ok(SnapshotSweepResult { removed })
     }
 
     /// The agent made the terminal in the guest: the size goes there.
@@ -384,6 +471,8 @@ fn main() {
                 ports: vm::ports_for(256),
                 tsc_khz: Some(vm::host_tsc_khz()),
                 runas: None,
+                disk: None,
+                incoming: false,
             };
             let qemu_args = vm::qemu_args(&launch, Path::new(&args[2])).unwrap_or_else(|e| {
                 eprintln!("tinybox-driver-microvm: {e}");

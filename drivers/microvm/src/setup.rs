@@ -44,6 +44,8 @@ pub struct Setup {
     initramfs: OnceLock<Result<PathBuf, String>>,
     pub cache: PathBuf,
     pub passt: Option<PathBuf>,
+    /// Makes an image box's overlay; without it no box boots an image.
+    pub qemu_img: Option<PathBuf>,
     /// KVM's verdict as the handshake found it: `None` until a create has
     /// probed it (on this boot, kernel and QEMU). The declaration claims
     /// Hardware only on a recorded `Ok`.
@@ -165,6 +167,7 @@ pub fn setup_from(config: Config, config_path: String) -> Result<Setup, String> 
     let cache = cache_dir();
     let kvm_known = accel::known_kvm_status(&qemu, &kernel.image, &cache);
     let passt = config.passt.clone().or_else(|| which("passt"));
+    let qemu_img = which("qemu-img");
     Ok(Setup {
         qemu,
         kernel,
@@ -173,6 +176,7 @@ pub fn setup_from(config: Config, config_path: String) -> Result<Setup, String> 
         initramfs: OnceLock::new(),
         cache,
         passt,
+        qemu_img,
         kvm_known,
         kvm_probed: OnceLock::new(),
         default_accel,
@@ -200,6 +204,23 @@ pub fn make_cache(cache: &Path) -> Result<(), String> {
 }
 
 impl Setup {
+    /// Why no box can boot an image here, if none can: the kernel lacks a
+    /// module the disk needs, or qemu-img is missing.
+    pub fn no_images(&self) -> Option<String> {
+        if let Some(m) = &self.plan.disk_missing {
+            return Some(format!(
+                "kernel {} has no {m} module, which a box booted from an image's disk needs",
+                self.kernel.release
+            ));
+        }
+        if self.qemu_img.is_none() {
+            return Some(
+                "qemu-img is not installed (it makes each image box's disk); install the qemu-utils package".into(),
+            );
+        }
+        None
+    }
+
     /// KVM's verdict for a create: the known one, else a probe (a few
     /// seconds, once per boot of the machine; blocking).
     pub fn kvm(&self) -> Result<accel::KvmStatus, DriverError> {

@@ -116,6 +116,12 @@ pub struct Launch {
     /// The uid:gid QEMU becomes once it has opened its files (`-runas`):
     /// the workspace's owner when tinybox runs as root (ADR 0013).
     pub runas: Option<(u32, u32)>,
+    /// For a box made from an image: its qcow2 overlay, the guest's root
+    /// disk (ADR 0036); such a box also gets QEMU's monitor (`qmp`).
+    pub disk: Option<PathBuf>,
+    /// Start waiting for a migration stream on the monitor
+    /// (`-incoming defer`): a restore from a memory snapshot (ADR 0037).
+    pub incoming: bool,
 }
 
 /// The kernel command line: quiet, no probing of hardware a microvm lacks.
@@ -150,6 +156,9 @@ pub fn cmdline(l: &Launch) -> String {
     }
     if let Some(p) = l.pids {
         words.push(format!("tb_pids={p}"));
+    }
+    if l.disk.is_some() {
+        words.push("tb_root=1".into());
     }
     words.join(" ")
 }
@@ -226,6 +235,21 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
         ));
         a.push("-device".into());
         a.push("virtio-net-device,netdev=n0".into());
+    }
+    if let Some(disk) = &l.disk {
+        a.push("-drive".into());
+        a.push(format!("file={},if=none,id=root,format=qcow2,discard=unmap", option_value("the box's disk", disk)?));
+        a.push("-device".into());
+        a.push("virtio-blk-device,drive=root".into());
+        a.push("-chardev".into());
+        a.push(format!(
+            "socket,id=qmp,path={},server=on,wait=off",
+            option_value("the box directory", &crate::qmp::socket(dir))?
+        ));
+        a.extend(["-mon".into(), "chardev=qmp,mode=control".into()]);
+    }
+    if l.incoming {
+        a.extend(["-incoming".into(), "defer".into()]);
     }
     if let Some((uid, gid)) = l.runas {
         a.extend(["-runas".into(), format!("{uid}:{gid}")]);
@@ -372,7 +396,34 @@ mod tests {
             ports: PORTS,
             tsc_khz: Some(2_900_000),
             runas: None,
+            disk: None,
+            incoming: false,
         }
+    }
+
+    #[test]
+    fn an_image_box_boots_its_overlay_as_its_root_with_a_monitor_beside_it() {
+        let mut l = launch();
+        l.disk = Some("/run/a,b/disk.qcow2".into());
+        let dir = Path::new("/run/a,b");
+        let args = qemu_args(&l, dir).unwrap();
+        let drive = after(&args, "-drive");
+        assert_eq!(drive.len(), 1);
+        assert_eq!(
+            parse_opts(drive[0]),
+            [
+                ("file".to_owned(), "/run/a,b/disk.qcow2".to_owned()),
+                ("if".to_owned(), "none".to_owned()),
+                ("id".to_owned(), "root".to_owned()),
+                ("format".to_owned(), "qcow2".to_owned()),
+                ("discard".to_owned(), "unmap".to_owned()),
+            ]
+        );
+        assert!(args.contains(&"virtio-blk-device,drive=root".to_owned()), "{args:?}");
+        assert!(args.contains(&"socket,id=qmp,path=/run/a,,b/qmp.sock,server=on,wait=off".to_owned()), "{args:?}");
+        assert!(cmdline(&l).contains("tb_root=1"));
+        assert!(!cmdline(&launch()).contains("tb_root"), "a box without an image boots the initramfs");
+        assert!(after(&qemu_args(&launch(), dir).unwrap(), "-drive").is_empty());
     }
 
     /// A `key=value,...` string split the way QEMU's QemuOpts and keyval

@@ -106,6 +106,10 @@ pub enum Feature {
     /// core resolved in its own image store (`CreateParams::image`), not
     /// from the reference by the sandbox itself.
     ImageRoot,
+    /// With `ImageRoot`: boots a box from an OCI image's base disk: core builds the image's
+    /// read-only ext4 disk once per image (the image store's `disk.rs`)
+    /// and sends its path in `CreateParams::image` (`ImageRoot::disk`).
+    ImageDisk,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -125,6 +129,7 @@ impl fmt::Display for Feature {
             Feature::RunOnce => f.write_str("run_once"),
             Feature::Archive => f.write_str("archive"),
             Feature::ImageRoot => f.write_str("image_root"),
+            Feature::ImageDisk => f.write_str("image_disk"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }

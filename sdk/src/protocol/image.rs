@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// The read-only root filesystem of an image and how its commands start.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageRoot {
     /// The image's identifier (its config digest), for the driver's records.
     pub id: String,
@@ -28,4 +28,8 @@ pub struct ImageRoot {
     pub entrypoint: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cmd: Option<Vec<String>>,
+    /// The image's base disk (ext4, raw, read-only), for a sandbox
+    /// declaring `Feature::ImageDisk` (the microVM, ADR 0036).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<PathBuf>,
 }

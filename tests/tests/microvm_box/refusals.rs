@@ -43,10 +43,13 @@ fn without_working_kvm_a_box_is_refused_unless_emulation_is_asked_for() {
             assert_eq!(run_ok(&env, &["--json", "ls"]).trim(), "[]", "a refused create leaves no box");
             assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
         }
-        // Only a directory of the caller's can be the workspace.
-        let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--image", "busybox"]);
+        // An image boots from this store's images (ADR 0036), pulled first when
+        // missing: one that cannot be had is refused by name.
+        let out =
+            env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--image", "127.0.0.1:9/nowhere/busybox:1"]);
         assert!(!out.status.success());
-        assert!(text(&out.stderr).contains("oci_image"), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("cannot reach registry 127.0.0.1:9"), "{}", text(&out.stderr));
+        assert_eq!(vm_dirs(&env), Vec::<PathBuf>::new());
         let out = env.run(&["create", "--sandbox", "microvm", "--accel", "tcg", "--cpus", "0.5", "--workspace", &ws]);
         assert!(!out.status.success());
         assert!(text(&out.stderr).contains("not a whole number of vCPUs"), "{}", text(&out.stderr));

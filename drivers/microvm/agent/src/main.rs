@@ -38,6 +38,7 @@ use tinybox_microvm_agent::mux;
 use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 
 mod egress;
+mod user;
 
 /// The cgroup every command's own cgroup lives under; the pids cap is here.
 const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         }
         Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
         Some("--listen") if args.len() == 3 => listen(Path::new(&args[2])),
+        Some("--user") if args.len() >= 5 && args[3] == "--" => user::run_as(&args[2], &args[4..]),
         Some(other) => {
             log(format_args!("unknown argument {other:?}"));
             ExitCode::from(2)

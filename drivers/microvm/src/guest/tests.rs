@@ -80,7 +80,7 @@ fn the_initramfs_holds_busybox_the_agent_init_and_the_planned_modules() {
     let dir = std::env::temp_dir().join(format!("tinybox-initramfs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("a.ko"), b"module a").unwrap();
-    let plan = ModulePlan { base: vec![("a".into(), dir.join("a.ko"))], net: vec![] };
+    let plan = ModulePlan { base: vec![("a".into(), dir.join("a.ko"))], ..Default::default() };
     let inputs = Inputs {
         busybox: b"busybox bytes",
         applets: vec!["bin/sh".into(), "usr/bin/awk".into()],
