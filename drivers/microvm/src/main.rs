@@ -40,6 +40,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tinybox_microvm_agent::host::{self, Cancelled};
 use tinybox_microvm_agent::wire::Exec;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::model::{
@@ -54,10 +55,6 @@ use tinybox_sdk::{DriverInfo, HostHandle, SandboxDriver};
 use crate::create::Handle;
 use crate::setup::Setup;
 use crate::vm::Accel;
-
-/// How long a cancelled command that reached the guest has to end: the
-/// SIGTERM, SIGKILL 2 s later, and the session's own 2 s grace after it.
-const CANCEL_END: Duration = Duration::from_secs(6);
 
 struct Microvm {
     /// Found in the handshake (`configure`), from its configuration.
@@ -202,7 +199,6 @@ impl SandboxDriver for Microvm {
         // answer) ends at once; one that has gets the signals `cancel`
         // sends and, past their grace, its session dropped. Either way its
         // port is let go, so a stuck command never queues the next ones.
-        let watch = self.running.watch(&p.exec_id);
         let ExecParams { exec_id, request, box_env, stdio: stdio_ref, egress, .. } = p;
         let work = async {
             if handle.allowlist
@@ -231,24 +227,16 @@ impl SandboxDriver for Microvm {
                 .map_err(|e| DriverError::failed(format!("cannot receive the command's streams: {e}")))?;
             session::run(&handle.dir, &claim, &exec, stdio, &exec_id, &self.running).await
         };
-        tokio::pin!(work);
-        tokio::select! {
-            r = &mut work => r,
-            () = watch.cancelled() => {
-                if !watch.started() {
-                    return Err(DriverError::failed(
-                        "cancelled before the command reached the guest (waiting for a free exec port or for the agent's answer); it never ran",
-                    ));
-                }
-                match tokio::time::timeout(CANCEL_END, &mut work).await {
-                    Ok(r) => r,
-                    Err(_) => Err(DriverError::failed(format!(
-                        "the command did not end within {}s of its cancel; its session was dropped, which makes the guest's agent kill it",
-                        CANCEL_END.as_secs()
-                    ))),
-                }
-            }
-        }
+        host::cancellable(&self.running, &exec_id, work, |c| match c {
+            Cancelled::BeforeStart => DriverError::failed(
+                "cancelled before the command reached the guest (waiting for a free exec port or for the agent's answer); it never ran",
+            ),
+            Cancelled::Dropped => DriverError::failed(format!(
+                "the command did not end within {}s of its cancel; its session was dropped, which makes the guest's agent kill it",
+                host::CANCEL_END.as_secs()
+            )),
+        })
+        .await
     }
 
     /// With the box's handle, or with none (a create that never finished,
@@ -385,15 +373,7 @@ impl SandboxDriver for Microvm {
     }
 
     async fn cancel(&self, _host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {
-        self.running.cancel(exec_id);
-        if self.running.signal(exec_id, 15) {
-            let running = self.running.clone();
-            let exec_id = exec_id.to_owned();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                running.signal(&exec_id, 9);
-            });
-        }
+        host::cancel(&self.running, exec_id);
         Ok(())
     }
 }

@@ -25,6 +25,7 @@ mod health;
 mod holder;
 mod image_box;
 mod overlay;
+mod probe;
 mod sandbox;
 mod seccomp;
 mod snapshots;

@@ -382,7 +382,8 @@ pub async fn run(
 }
 
 /// How long a cancelled command that reached the agent has to end before
-/// its session is dropped (which makes the agent kill it).
+/// its session is dropped (which makes the agent kill it): the SIGTERM,
+/// SIGKILL 2 s later, and the session's own 2 s grace after it.
 pub const CANCEL_END: Duration = Duration::from_secs(6);
 
 /// Why a cancelled exec ended without its command's status.

@@ -23,34 +23,27 @@
 //! away mid-run is still killed with everything it started.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use rustix::event::{PollFd, PollFlags, poll};
-use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::Pid;
 use tinybox_microvm_agent::mux;
 use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 
 mod egress;
+mod group;
+mod port;
 mod user;
 
-/// The cgroup every command's own cgroup lives under; the pids cap is here.
-const BOX_CGROUP: &str = "/sys/fs/cgroup/box";
-
-static NEXT_EXEC: AtomicU64 = AtomicU64::new(0);
+use group::{BOX_CGROUP, Group};
+use port::{Leftovers, Port, log, pump_stream, set_nonblocking};
 
 /// Stdin frames queued for a command before the port stops being read.
 const STDIN_QUEUE: usize = 8;
-
-fn log(msg: std::fmt::Arguments<'_>) {
-    eprintln!("tinybox-agent: {msg}");
-}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -145,76 +138,6 @@ fn serve() -> ExitCode {
         let _ = t.join();
     }
     ExitCode::FAILURE
-}
-
-fn set_nonblocking(file: &File, on: bool) -> io::Result<()> {
-    let flags = fcntl_getfl(file)?;
-    fcntl_setfl(file, if on { flags | OFlags::NONBLOCK } else { flags - OFlags::NONBLOCK })?;
-    Ok(())
-}
-
-/// Waits until `file` is ready for `events`; whether the host has gone.
-fn wait_for(file: &File, events: PollFlags) -> io::Result<bool> {
-    loop {
-        let mut fds = [PollFd::new(file, events)];
-        match poll(&mut fds, None) {
-            Ok(_) => {
-                let r = fds[0].revents();
-                return Ok(r.contains(PollFlags::HUP) && !r.intersects(events));
-            }
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// One port's end of a session, over a non-blocking descriptor: reads
-/// wait for data and end (0) when the host disconnects; writes wait for
-/// room and fail when the host has gone.
-#[derive(Clone)]
-struct Port {
-    file: Arc<File>,
-    /// One frame at a time from the command's two output streams.
-    writing: Arc<Mutex<()>>,
-}
-
-impl Read for &Port {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            match (&*self.file).read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_for(&self.file, PollFlags::IN)?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => return other,
-            }
-        }
-    }
-}
-
-impl Port {
-    fn send(&self, kind: Kind, payload: &[u8]) -> io::Result<()> {
-        self.send_raw(&wire::encode(kind, payload))
-    }
-
-    /// Writes one whole frame, none other interleaved.
-    fn send_raw(&self, frame: &[u8]) -> io::Result<()> {
-        let _one = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        let mut rest = frame;
-        while !rest.is_empty() {
-            match (&*self.file).write(rest) {
-                Ok(n) => rest = &rest[n..],
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if wait_for(&self.file, PollFlags::OUT)? {
-                        return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the host went away"));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
 }
 
 fn hello() -> Hello {
@@ -412,17 +335,6 @@ fn serve_connection(stream: std::os::unix::net::UnixStream) -> io::Result<()> {
     }
 }
 
-/// What becomes of the processes a command leaves behind when it exits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leftovers {
-    /// Killed with the command (a microVM's: its box is the VM's life).
-    Kill,
-    /// Left running (a namespace image box: a background server started by
-    /// one exec is there for the next). What the command itself wrote is
-    /// all sent; what they write later is read and dropped.
-    Keep,
-}
-
 /// Runs one session's command; what the port does next.
 fn session(port: &Port, leftovers: Leftovers) -> io::Result<Next> {
     let mut reader = port;
@@ -606,48 +518,6 @@ fn session(port: &Port, leftovers: Leftovers) -> io::Result<Next> {
     Ok(next.map(Next::Begin).unwrap_or(Next::Idle))
 }
 
-/// Sends what `r` yields as `kind` frames until its end; with `exited`
-/// (the command's exit, as a pipe that closes), only until it is empty
-/// once the command has exited, then it is drained and dropped in the
-/// background, so a leftover writing to it never blocks nor gets SIGPIPE.
-fn pump_stream(r: File, kind: Kind, port: &Port, exited: Option<&std::os::fd::OwnedFd>) {
-    let mut buf = vec![0u8; wire::CHUNK];
-    let mut host_here = true;
-    if exited.is_some() && set_nonblocking(&r, true).is_err() {
-        log(format_args!("cannot make a command's stream non-blocking"));
-    }
-    loop {
-        if let Some(exited) = exited {
-            let mut fds = [PollFd::new(&r, PollFlags::IN), PollFd::new(exited, PollFlags::IN)];
-            match poll(&mut fds, None) {
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => break,
-            }
-            let ready = fds[0].revents().intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
-            if !ready && fds[1].revents().intersects(PollFlags::IN | PollFlags::HUP) {
-                // Exited, and nothing of it is left to read.
-                std::thread::spawn(move || drain(r));
-                return;
-            }
-        }
-        match (&r).read(&mut buf) {
-            Ok(0) => break,
-            // Once the host is gone, keep draining so the command never blocks on a full pipe.
-            Ok(n) if host_here => host_here = port.send(kind, &buf[..n]).is_ok(),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(_) => break,
-        }
-    }
-}
-
-/// Reads `r` to its end and drops every byte.
-fn drain(r: File) {
-    let _ = set_nonblocking(&r, false);
-    let _ = io::copy(&mut &r, &mut io::sink());
-}
-
 /// busybox's setsid in the guest (`busybox --list-full` puts it here).
 const SETSID: &str = "/usr/bin/setsid";
 
@@ -676,55 +546,6 @@ fn after_exit(port: &Port) -> Next {
             Ok(Some((Kind::Begin, nonce))) if nonce.len() == wire::NONCE => return Next::Begin(nonce),
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => return Next::Idle,
-        }
-    }
-}
-
-/// The processes of one command: its cgroup when the guest has one, else
-/// its process group.
-#[derive(Clone)]
-struct Group {
-    cgroup: Option<PathBuf>,
-}
-
-impl Group {
-    fn new() -> Group {
-        if !Path::new(BOX_CGROUP).join("cgroup.procs").is_file() {
-            return Group { cgroup: None };
-        }
-        let dir = Path::new(BOX_CGROUP).join(format!("exec-{}", NEXT_EXEC.fetch_add(1, Ordering::Relaxed)));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => Group { cgroup: Some(dir) },
-            Err(e) => {
-                log(format_args!("cannot make {}: {e}; the command runs without a cgroup of its own", dir.display()));
-                Group { cgroup: None }
-            }
-        }
-    }
-
-    fn signal(&self, pid: Pid, signal: i32) {
-        if signal == 9 {
-            return self.kill(pid);
-        }
-        if let Some(sig) = Signal::from_named_raw(signal) {
-            let _ = kill_process_group(pid, sig);
-        }
-    }
-
-    fn kill(&self, pid: Pid) {
-        let _ = kill_process_group(pid, Signal::KILL);
-        if let Some(cg) = &self.cgroup {
-            let _ = std::fs::write(cg.join("cgroup.kill"), "1");
-        }
-    }
-
-    fn remove(&self) {
-        if let Some(cg) = &self.cgroup {
-            // Killed processes leave the cgroup once init has reaped them.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while std::fs::remove_dir(cg).is_err() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
         }
     }
 }
