@@ -295,3 +295,33 @@ fn box_dir_gone_or(env: &BoxEnv, id: &str) -> PathBuf {
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{id}"))))
         .unwrap_or_else(|| base.join(format!("gone-{id}")))
 }
+
+#[test]
+fn an_egress_image_box_sets_its_network_up_once_and_keeps_it_between_execs() {
+    const TEST: &str = "namespace_image::an_egress_image_box_sets_its_network_up_once_and_keeps_it_between_execs";
+    if !need(TEST) {
+        return;
+    }
+    if !have("slirp4netns") {
+        return skip(TEST, "slirp4netns is not installed");
+    }
+    let env = BoxEnv::new(&Principal::Me);
+    import(&env);
+    let id = create(&env, &["--network", "egress"]);
+    // One network namespace for the box: the same one on every exec, with slirp4netns's tap in it.
+    let netns = |env: &BoxEnv| {
+        let (code, out, err) = exec(
+            env,
+            &id,
+            "ls /sys/class/net 2>/dev/null; cat /proc/net/dev | grep -c tap0; stat -L -c %i /proc/self/ns/net",
+        );
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let first = netns(&env);
+    assert!(first.lines().any(|l| l.trim() == "1"), "the box has its tap device: {first}");
+    assert_eq!(first, netns(&env), "a second exec joins the same network namespace");
+    let dir = box_dir(&env, &id);
+    assert!(env.run(&["rm", &id]).status.success());
+    assert_eq!(processes_naming(&dir), Vec::<String>::new(), "nothing of the egress box is left");
+}
