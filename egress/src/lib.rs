@@ -31,6 +31,8 @@ pub mod addr;
 mod count;
 #[cfg(feature = "proxy")]
 mod http;
+#[cfg(feature = "proxy")]
+pub mod inject;
 pub mod layout;
 pub mod log;
 pub mod policy;
