@@ -1,3 +1,5 @@
+//! Unit tables for the secrets' request rules and the proxy's rules.
+
 use super::*;
 
 fn policy() -> Policy {

@@ -1,3 +1,5 @@
+//! Unit tables for one intercepted request's checks and rewriting.
+
 use std::collections::BTreeMap;
 
 use super::*;
