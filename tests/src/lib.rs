@@ -13,6 +13,7 @@ pub mod microvm;
 pub mod netns;
 pub mod registry;
 pub mod sshd;
+pub mod tls_world;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
