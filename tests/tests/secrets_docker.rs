@@ -3,7 +3,8 @@
 //! secrets_scenario) in a container of an image holding this machine's
 //! curl and Python (tinybox_tests::client_image), whose CA bundle comes in
 //! with the proxy's directory; and the container's own configuration, as
-//! docker keeps it, holds the placeholder and never the value. Root only:
+//! docker keeps it, never holds the value; stopped and resumed, the box
+//! has a new CA and a new placeholder, and its secret still works. Root only:
 //! the docker daemon's socket is root's.
 
 use std::net::Ipv4Addr;
@@ -12,9 +13,9 @@ use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::client_image::{PYLIB, client_image};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::docker::{Namespace, docker, unavailable};
-use tinybox_tests::egress::text;
+use tinybox_tests::egress::{proxy_dir, text};
 use tinybox_tests::netns::TestHost;
-use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, holds, run};
+use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, holds, in_box, run};
 use tinybox_tests::skip;
 use tinybox_tests::tls_world::TlsWorld;
 
@@ -56,6 +57,7 @@ fn a_docker_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
         &ns.name,
         "--image",
         image,
+        "--persistent",
         "--allow-host",
         &bound,
         "--allow-host",
@@ -78,7 +80,20 @@ fn a_docker_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
         unbound_trust: "-k",
         files: "/run/tinybox /tmp",
     };
-    check_box(&env, &dns, &world, &id, &value, &clients);
+    let placeholder = check_box(&env, &dns, &world, &id, &value, &clients);
+
+    // Stopped and resumed: a new CA and a new placeholder, and the secret still works.
+    let bundle = std::fs::read_to_string(proxy_dir(&env).join("ca-bundle.pem")).unwrap();
+    for verb in ["stop", "resume"] {
+        let out = run(&env, &dns, &world, &[verb, &id]);
+        assert!(out.status.success(), "{verb}: {}", text(&out.stderr));
+    }
+    let fresh = in_box(&env, &dns, &world, &id, "printf %s \"$T\"");
+    assert!(fresh.starts_with("tinybox-placeholder-") && fresh != placeholder, "{fresh} after resume");
+    let curl = "curl -sS -m 30 -H \"Authorization: Bearer $T\" https://bound.test:8443/resumed";
+    assert_eq!(in_box(&env, &dns, &world, &id, curl), "ok\n");
+    assert!(world.head_for("/resumed").is_some_and(|h| h.contains(&format!("Bearer {value}"))));
+    assert_ne!(std::fs::read_to_string(proxy_dir(&env).join("ca-bundle.pem")).unwrap(), bundle, "a new CA");
 
     // Docker's own record of the container: no value in it.
     let (code, inspected, err) = docker(&["inspect", &ns.container(&id)]);

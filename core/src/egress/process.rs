@@ -242,6 +242,38 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
     }
     let lock = crate::store::file::lock_exclusive(&dir.lock())
         .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    end_all(dir)?;
+    drop(lock);
+    match std::fs::remove_dir_all(dir.path()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(EgressError::Io { context: "cannot remove", path: dir.path().to_owned(), source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// For a box with secrets that stops (ADR 0032): its proxy is stopped and
+/// its rules (the placeholders) and CA bundle removed, so the box resumed
+/// gets a new CA and new placeholders; the decision log stays.
+pub fn end_secrets(dir: &ProxyDir) -> Result<(), EgressError> {
+    if !dir.path().exists() {
+        return Ok(());
+    }
+    let _lock = crate::store::file::lock_exclusive(&dir.lock())
+        .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    end_all(dir)?;
+    for name in [layout::SECRETS, layout::CA_BUNDLE] {
+        let path = dir.path().join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_error("cannot remove", &path)(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ends every process serving `dir`, under its lock.
+fn end_all(dir: &ProxyDir) -> Result<(), EgressError> {
     for signal in [Signal::TERM, Signal::KILL] {
         let pids = serving(dir);
         if pids.is_empty() {
@@ -261,13 +293,7 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
     if let Some(pid) = serving(dir).first() {
         return Err(EgressError::Stop { dir: dir.path().to_owned(), pid: *pid });
     }
-    drop(lock);
-    match std::fs::remove_dir_all(dir.path()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(EgressError::Io { context: "cannot remove", path: dir.path().to_owned(), source: e })
-        }
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]

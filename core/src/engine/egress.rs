@@ -84,6 +84,17 @@ impl Tinybox {
         Ok(())
     }
 
+    /// For a box with secrets that stops: its proxy and its secrets' rules
+    /// go, so it resumes with a new CA and new placeholders (ADR 0032).
+    pub(crate) async fn egress_end_secrets(&self, namespace: &str, id: &BoxId) -> Result<()> {
+        let Ok(dir) = self.proxy_dir(namespace, id) else { return Ok(()) };
+        let path = dir.path().to_owned();
+        tokio::task::spawn_blocking(move || egress::end_secrets(&dir))
+            .await
+            .map_err(|e| EgressError::Start { dir: path, detail: e.to_string() })??;
+        Ok(())
+    }
+
     /// Every decision box `id`'s proxy logged, oldest first.
     pub fn network_log(&self, id: &BoxId) -> Result<Vec<Decision>> {
         let info = self.get(id)?;
