@@ -100,6 +100,12 @@ pub fn check_box(
         assert!(!head.contains(&placeholder), "{path}: {head}");
     }
 
+    // A bound host that echoes the request: the box gets the placeholder back, never the value.
+    let echo =
+        in_box(env, dns, world, id, "curl -sS -m 30 -H \"Authorization: Bearer $T\" https://bound.test:8443/echo");
+    assert!(world.head_for("/echo").is_some_and(|h| h.contains(&format!("Bearer {value}"))));
+    assert!(echo.contains(&format!("Bearer {placeholder}")) && !echo.contains(value), "{echo}");
+
     // A host bound to nothing is passed through untouched: it sees the placeholder.
     let other = format!(
         "curl -sS -m 30 {} -H \"Authorization: Bearer $T\" https://unbound.test:8443/unbound",
@@ -147,7 +153,7 @@ pub fn check_box(
     let out = run(env, dns, world, &["--json", "logs", "--network", id]);
     let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("the log is a JSON array");
     let audits: Vec<&serde_json::Value> = log.iter().filter(|d| d["secret"] == "T").collect();
-    assert_eq!(audits.len(), 2, "curl's and requests' injections: {log:?}");
+    assert_eq!(audits.len(), 3, "curl's, requests' and the echo's injections: {log:?}");
     for a in &audits {
         assert_eq!((a["name"].as_str(), a["decision"].as_str()), (Some("bound.test"), Some("allowed")), "{a}");
         assert!(

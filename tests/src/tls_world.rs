@@ -2,7 +2,8 @@
 //! a CA of the test's own (the proxy trusts it through `TINYBOX_EGRESS_CA`,
 //! as it would a public root), a leaf for the test names, and an HTTPS
 //! server for a [`crate::netns::TestHost`] that records every request head
-//! it gets to a file on this machine and answers `ok`, never an echo.
+//! it gets to a file on this machine and answers `ok`, or, for `GET /echo`,
+//! the request head itself (as a host echoing requests would).
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +64,8 @@ def serve(c):
    data+=d
   with lock:
    with open({heads},'ab') as f: f.write(data.split(b'\r\n\r\n',1)[0]+b'\r\n{END}\r\n')
-  s.sendall(b'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n')
+  body=data if data.startswith(b'GET /echo ') else b'ok\n'
+  s.sendall(b'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(body)+body)
   s.close()
  except Exception: pass
  c.close()

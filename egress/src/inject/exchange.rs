@@ -21,6 +21,7 @@ use tokio::sync::Mutex;
 use super::Injector;
 use super::prefixed::Prefixed;
 use super::rewrite::{Refused, check_body, rewrite_head};
+use super::scrub::{Pairs, Scrubbed};
 use crate::log::{Decision, DecisionLog, Method, Verdict, now_ms};
 
 /// The largest request body an intercepted request may carry: it is read
@@ -37,7 +38,7 @@ struct Ctx {
     upstream: Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
 }
 
-type Answer = Response<Either<Incoming, Full<Bytes>>>;
+type Answer = Response<Either<Scrubbed, Full<Bytes>>>;
 
 /// Bytes each way, counted at the client's side of the tunnel.
 #[derive(Default)]
@@ -103,9 +104,12 @@ async fn exchange(request: Request<Incoming>, ctx: &Ctx) -> Answer {
     }
 }
 
-async fn forward(request: Request<Incoming>, ctx: &Ctx) -> Result<Response<Incoming>, Refused> {
+async fn forward(request: Request<Incoming>, ctx: &Ctx) -> Result<Response<Scrubbed>, Refused> {
     let (mut parts, body) = request.into_parts();
     let injected = rewrite_head(&mut parts, &ctx.host, ctx.port, &ctx.injector)?;
+    // An answer the proxy can read, to scrub: a compressed echo would hide the value.
+    parts.headers.remove(hyper::header::ACCEPT_ENCODING);
+    let head = parts.method == hyper::Method::HEAD;
     let body = Limited::new(body, MAX_BODY)
         .collect()
         .await
@@ -129,7 +133,27 @@ async fn forward(request: Request<Incoming>, ctx: &Ctx) -> Result<Response<Incom
         let reason = format!("box {}: secret {} put in header {}", ctx.injector.rules.box_id, i.secret, i.header);
         line(ctx, Verdict::Allowed, reason, Some(i.secret.clone()));
     }
-    sent.await.map_err(|e| Refused { status: 502, reason: format!("the upstream {} failed: {e}", ctx.host) })
+    let answer =
+        sent.await.map_err(|e| Refused { status: 502, reason: format!("the upstream {} failed: {e}", ctx.host) })?;
+    Ok(scrubbed(answer, &ctx.injector.pairs(), head))
+}
+
+/// The answer with every value put back as its placeholder: in its
+/// headers now, in its body as it streams (whose length may change, so it
+/// loses its `Content-Length` unless it has no body).
+fn scrubbed(answer: Response<Incoming>, pairs: &Pairs, head: bool) -> Response<Scrubbed> {
+    let (mut parts, body) = answer.into_parts();
+    for value in parts.headers.values_mut() {
+        if pairs.holds_any(value.as_bytes()) {
+            *value = pairs.header(value);
+        }
+    }
+    let bodiless =
+        head || parts.status == hyper::StatusCode::NO_CONTENT || parts.status == hyper::StatusCode::NOT_MODIFIED;
+    if !bodiless {
+        parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    }
+    Response::from_parts(parts, Scrubbed::new(body, pairs.clone()))
 }
 
 fn line(ctx: &Ctx, decision: Verdict, reason: String, secret: Option<String>) {

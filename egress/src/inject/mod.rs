@@ -10,6 +10,7 @@ pub mod ca;
 pub mod exchange;
 mod prefixed;
 pub mod rewrite;
+mod scrub;
 
 use std::io;
 use std::path::Path;
@@ -67,6 +68,17 @@ impl Injector {
     /// The value of secret `name`.
     pub fn value(&self, name: &str) -> Option<&str> {
         self.values.get(name).map(String::as_str)
+    }
+
+    /// Each value with its placeholder, for scrubbing answers.
+    pub(crate) fn pairs(&self) -> scrub::Pairs {
+        scrub::Pairs::new(
+            self.rules
+                .secrets
+                .iter()
+                .filter_map(|s| Some((self.value(&s.name)?.as_bytes().to_vec(), s.placeholder.as_bytes().to_vec())))
+                .collect(),
+        )
     }
 
     /// How the proxy's TLS to upstreams is made.
