@@ -27,6 +27,15 @@ pub fn parse_option(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// `--secret`, `--secret-host`, `--secret-header`: `KEY=VALUE` with a
+/// non-empty key; what the key and value must be is core's rule.
+fn parse_secret_pair(what: &'static str) -> impl Fn(&str) -> Result<(String, String), String> + Clone {
+    move |s: &str| match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not {what}")),
+    }
+}
+
 /// A span of time such as `500ms`, `90s`, `10m`: syntax only; how long a
 /// command may be given is core's rule.
 pub fn parse_span(s: &str) -> Result<Duration, String> {
@@ -131,6 +140,15 @@ pub struct BoxArgs {
     /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443). With --network egress: an address or CIDR[:PORT] to let through the egress fence, which otherwise keeps the box from the host and private ranges.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
     pub allow_hosts: Vec<String>,
+    /// A secret the box can use but never read: NAME=env:VAR or NAME=file:PATH (repeatable). The box's $NAME holds a placeholder; the egress proxy puts the real value in request headers to the hosts bound with --secret-host (needs --allow-host).
+    #[arg(long = "secret", value_parser = parse_secret_pair("a secret NAME=SOURCE (env:VAR or file:PATH)"), value_name = "NAME=SOURCE")]
+    pub secrets: Vec<(String, String)>,
+    /// Put secret NAME's value in place of its placeholder on requests to HOST, a name on the allowlist (repeatable).
+    #[arg(long = "secret-host", value_parser = parse_secret_pair("a binding NAME=HOST"), value_name = "NAME=HOST")]
+    pub secret_hosts: Vec<(String, String)>,
+    /// Set a whole header on requests to HOST, from a template naming secrets: HOST='Authorization: Bearer {NAME}' (repeatable).
+    #[arg(long = "secret-header", value_parser = parse_secret_pair("a header HOST='Header: text {NAME}'"), value_name = "HOST=HEADER")]
+    pub secret_headers: Vec<(String, String)>,
     /// CPU cores (may be fractional).
     #[arg(long, value_parser = parse_cpus, value_name = "N")]
     pub cpus: Option<f64>,
@@ -196,6 +214,9 @@ impl BoxArgs {
             autosnapshot_secs: self.persistent.flatten().map(|d| d.as_secs()),
             network: self.network.map(NetworkChoice::from),
             allow_hosts: self.allow_hosts.clone(),
+            secrets: self.secrets.iter().cloned().collect(),
+            secret_hosts: grouped(&self.secret_hosts),
+            secret_headers: grouped(&self.secret_headers),
             cpus: self.cpus,
             memory: self.memory.map(Size::Bytes),
             pids: self.pids,
@@ -208,6 +229,15 @@ impl BoxArgs {
             pool_only: self.pool_only,
         })
     }
+}
+
+/// `KEY=VALUE` pairs as a map of each key's values, in order.
+fn grouped(pairs: &[(String, String)]) -> BTreeMap<String, Vec<String>> {
+    let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in pairs {
+        map.entry(k.clone()).or_default().push(v.clone());
+    }
+    map
 }
 
 /// How a command runs.

@@ -65,6 +65,8 @@ pub enum Capability {
     Terminal,
     /// An allowlist network (an egress proxy in front of a box with no other way out).
     NetworkAllowlist,
+    /// Secrets put in by the egress proxy (`Feature::SecretInjection`).
+    SecretInjection,
     /// Plain egress in a sandbox that cannot keep it from the host itself
     /// and private networks (`Feature::EgressFence`).
     EgressFence,
@@ -105,6 +107,9 @@ impl fmt::Display for Capability {
             Capability::NetworkAllowlist => {
                 f.write_str("network_allowlist (it cannot hold a box to an egress proxy; the namespace and docker sandboxes on this machine can)")
             }
+            Capability::SecretInjection => f.write_str(
+                "secret_injection (its boxes' egress does not go through tinybox's proxy; the namespace and docker sandboxes on this machine can take --secret)",
+            ),
             Capability::EgressFence => f.write_str(
                 "network egress (its egress could reach the host itself and private networks; use --allow-host NAME for an allowlist, or --network deny)",
             ),

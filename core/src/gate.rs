@@ -47,6 +47,10 @@ pub fn admit_create(sandbox: &SandboxName, caps: &SandboxCapabilities, spec: &Bo
     }
     let limits = spec.resources.or(&Resources::defaults()).restricted_to(&enforced);
 
+    // Before the allowlist's own check: a sandbox without it cannot inject either, and this says why.
+    if !spec.secrets.is_empty() && !caps.has(&Feature::SecretInjection) {
+        return refuse(Capability::SecretInjection);
+    }
     if spec.network == Some(NetworkPolicy::Allowlist) && !caps.has(&Feature::NetworkAllowlist) {
         return refuse(Capability::NetworkAllowlist);
     }

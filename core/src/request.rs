@@ -164,6 +164,18 @@ pub struct CreateRequest {
     /// Given alone, they make the network `allowlist` (crate::egress).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_hosts: Vec<String>,
+    /// Secrets the box uses but never reads (`--secret NAME=SOURCE`, ADR
+    /// 0032): the name is the variable holding the box's placeholder, the
+    /// source `env:VAR` or `file:PATH`, read on this side only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, String>,
+    /// The hosts each secret is put in for (`--secret-host NAME=HOST`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_hosts: BTreeMap<String, Vec<String>>,
+    /// Whole headers set on requests to a host (`--secret-header
+    /// HOST='Header: text {NAME}'`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_headers: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub cpus: Option<f64>,
     #[serde(default)]
@@ -336,6 +348,7 @@ impl CreateRequest {
         };
         spec.ports = self.ports.iter().map(Port::mapping).collect::<Result<_, _>>()?;
         spec.env = self.env.clone();
+        spec.secrets = self.secrets_spec(&spec)?;
         spec.min_isolation = self.floor();
         if let Some(ns) = &self.namespace {
             spec.namespace = ns.clone();
@@ -343,6 +356,26 @@ impl CreateRequest {
         spec.options = merge_options(self.options.clone(), self.accel.as_deref())?;
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// The request's secrets, checked against the allowlist in `spec`.
+    fn secrets_spec(&self, spec: &BoxSpec) -> Result<tinybox_egress::SecretsSpec, RequestError> {
+        let given = tinybox_egress::SecretsSpec {
+            sources: self.secrets.clone(),
+            hosts: self.secret_hosts.clone(),
+            headers: self.secret_headers.clone(),
+        };
+        if let Some(name) = self.secrets.keys().find(|n| self.env.contains_key(*n)) {
+            return Err(RequestError::EnvIsSecret(name.clone()));
+        }
+        let policy = match spec.network {
+            Some(tinybox_sdk::model::NetworkPolicy::Allowlist) => {
+                // Already checked by crate::egress::requested.
+                tinybox_egress::Policy::parse(&spec.allow_hosts).ok()
+            }
+            _ => None,
+        };
+        Ok(given.checked(policy.as_ref())?)
     }
 
     fn ad_hoc_hosts(&self) -> Vec<&str> {

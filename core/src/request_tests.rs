@@ -252,3 +252,35 @@ fn a_bus_request_carries_allow_hosts_into_the_spec() {
     // Left out, the field is not written: older readers see the request they know.
     assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("allow_hosts").is_none());
 }
+
+/// The bus's `secrets`, `secret_hosts` and `secret_headers` reach the spec
+/// through the request's rules; the spec keeps each source, never its value.
+#[test]
+fn a_bus_request_carries_secrets_into_the_spec_as_sources() {
+    use tinybox_sdk::model::SandboxName;
+    let token = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(token.path(), "the-real-value\n").unwrap();
+    let source = format!("file:{}", token.path().display());
+    let request: CreateRequest = serde_json::from_value(serde_json::json!({
+        "sandbox": "namespace",
+        "allow_hosts": ["api.test"],
+        "secrets": {"T": source},
+        "secret_hosts": {"T": ["API.test"]},
+        "secret_headers": {"api.test": ["X-Key: {T}"]},
+    }))
+    .unwrap();
+    let spec = request.spec(SandboxName::new("namespace").unwrap(), None).unwrap();
+    assert_eq!(spec.secrets.sources["T"], source);
+    assert_eq!(spec.secrets.hosts["T"], ["api.test"]);
+    assert_eq!(spec.secrets.headers["api.test"], ["X-Key: {T}"]);
+    let stored = serde_json::to_string(&spec).unwrap();
+    assert!(!stored.contains("the-real-value"), "{stored}");
+    assert!(serde_json::to_value(CreateRequest::default()).unwrap().get("secrets").is_none());
+    let bad: CreateRequest = serde_json::from_value(serde_json::json!({
+        "allow_hosts": ["api.test"], "secrets": {"T": source}, "secret_hosts": {"T": ["other.test"]},
+    }))
+    .unwrap();
+    let err = bad.spec(SandboxName::new("namespace").unwrap(), None).unwrap_err();
+    assert_eq!(err.kind(), crate::ErrorKind::Invalid);
+    assert!(err.to_string().contains(r#"names host "other.test", which is not on the allowlist"#), "{err}");
+}

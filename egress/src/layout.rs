@@ -18,6 +18,18 @@ pub const LOCK: &str = "lock";
 /// What the proxy prints on stdout, one line, once it listens.
 pub const READY: &str = "ready";
 
+/// What a proxy that injects secrets is told (ADR 0032): an
+/// [`crate::InjectRules`], written by core when the box is made and kept,
+/// so placeholders stay the box's for its life. Never a value: those come
+/// on the proxy's standard input.
+pub const SECRETS: &str = "secrets.json";
+/// The bundle a box with secrets trusts: the system's roots and the CA
+/// the proxy made at its start, written by the proxy.
+pub const CA_BUNDLE: &str = "ca-bundle.pem";
+/// In core's environment, passed on to the proxies it starts: a PEM file of
+/// more roots the proxy trusts upstream when it intercepts (the tests' CA).
+pub const UPSTREAM_CA_VAR: &str = "TINYBOX_EGRESS_CA";
+
 /// Test-only, for the conformance suite's negative control: `1` in the
 /// proxy's environment (core passes it on from its own) turns the SNI check
 /// off (`Config::check_sni`), so the kit's SNI claim can be seen to fail.

@@ -14,6 +14,8 @@
 //! `http://` request with a `Content-Length` body, answered until the
 //! upstream closes. See docs/adr/0020-egress-proxy.md.
 //!
+//! - [`secrets`]: secrets a box uses but never reads (ADR 0032): the
+//!   request's rules ([`SecretsSpec`]) and what the proxy is told ([`InjectRules`]).
 //! - [`relay`]: the box's side, a loopback listener forwarding each
 //!   connection to the proxy's UNIX socket while the box's command runs.
 //! - [`serve_dir`]: one box's proxy as core starts it, from a directory
@@ -29,6 +31,8 @@ pub mod addr;
 mod count;
 #[cfg(feature = "proxy")]
 mod http;
+#[cfg(feature = "proxy")]
+pub mod inject;
 pub mod layout;
 pub mod log;
 pub mod policy;
@@ -38,6 +42,7 @@ pub mod proxy;
 pub mod relay;
 #[cfg(feature = "proxy")]
 pub mod resolve;
+pub mod secrets;
 #[cfg(feature = "proxy")]
 pub mod serve_dir;
 #[cfg(feature = "proxy")]
@@ -52,3 +57,4 @@ pub use policy::{AllowEntry, Policy, PolicyError, Target};
 pub use proxy::{Config, Listener, Timeouts, handle_connection, serve};
 #[cfg(feature = "proxy")]
 pub use resolve::{DnsResolver, Resolve, ResolverChoice, StaticResolver, SystemResolver};
+pub use secrets::{InjectRules, SecretError, SecretsSpec};

@@ -52,6 +52,11 @@ pub struct Decision {
     pub bytes_up: u64,
     /// Bytes sent from the upstream to the client.
     pub bytes_down: u64,
+    /// On an audit line (ADR 0032): the secret whose value the proxy put
+    /// in a request to `name` (never the value itself). One line per
+    /// injection, besides the connection's own line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// Now, Unix time in milliseconds.
@@ -176,6 +181,7 @@ mod tests {
             reason: "allowed by a.test".to_owned(),
             bytes_up: 10,
             bytes_down: 20,
+            secret: None,
         }
     }
 

@@ -71,6 +71,10 @@ pub struct Config {
     /// kit's negative control, proving the kit notices a proxy that does not
     /// check SNI.
     pub check_sni: bool,
+    /// A box with secrets (ADR 0032): the tunnels to the hosts its rules
+    /// name are intercepted and their requests rewritten; `None` for every
+    /// other box, whose tunnels are all left untouched.
+    pub injector: Option<Arc<crate::inject::Injector>>,
 }
 
 impl Config {
@@ -84,6 +88,7 @@ impl Config {
             timeouts: Timeouts::default(),
             max_head: 16 * 1024,
             check_sni: true,
+            injector: None,
         }
     }
 }
@@ -182,6 +187,7 @@ where
         reason,
         bytes_up: record.bytes_up,
         bytes_down: record.bytes_down,
+        secret: None,
     });
     if answered {
         linger(&mut client, config.timeouts.head).await;
@@ -335,6 +341,29 @@ where
             return Err(Refusal { status: None, reason });
         }
     }
+    if let (Some(injector), Host::Name(name)) = (&config.injector, &host)
+        && injector.rules.intercepts(name)
+    {
+        let counts = crate::inject::exchange::Counts::default();
+        let done = crate::inject::exchange::intercept(
+            client,
+            first,
+            upstream,
+            name,
+            port,
+            address,
+            injector.clone(),
+            config.log.clone(),
+            &counts,
+        )
+        .await;
+        record.bytes_up = counts.up.load(std::sync::atomic::Ordering::Relaxed);
+        record.bytes_down = counts.down.load(std::sync::atomic::Ordering::Relaxed);
+        return match done {
+            Ok(()) => Ok(format!("{allowed}; intercepted for its secrets")),
+            Err(reason) => Err(Refusal { status: None, reason }),
+        };
+    }
     let io_err = |e: io::Error| Refusal { status: None, reason: format!("tunnel: {e}") };
     upstream.write_all(&first).await.map_err(io_err)?;
     record.bytes_up = first.len() as u64;
@@ -407,9 +436,27 @@ where
         }
     }
     let length = http::body_length(head).map_err(|(status, reason)| refuse(status, reason))?;
+    let upstream_head = http::origin_head(head, &path);
+    if let Some(injector) = &config.injector {
+        // Never in clear: a secret's placeholder over plain HTTP is refused,
+        // whichever host it is for (ADR 0032).
+        let early = &rest[..rest.len().min(usize::try_from(length).unwrap_or(usize::MAX))];
+        let found = crate::inject::rewrite::placeholders_in(&upstream_head, &injector.rules)
+            .into_iter()
+            .chain(crate::inject::rewrite::placeholders_in(early, &injector.rules))
+            .next();
+        if let Some(rule) = found {
+            return Err(refuse(
+                403,
+                format!(
+                    "the placeholder of secret {} is sent over plain http; a secret goes over https only",
+                    rule.name
+                ),
+            ));
+        }
+    }
     let (upstream, address, allowed) = open_upstream(config, &host, port).await?;
     record.address = Some(address);
-    let upstream_head = http::origin_head(head, &path);
     let (up_read, mut up_write) = upstream.into_split();
     let (client_read, mut client_write) = tokio::io::split(client);
     let mut up_read = Counted::new(up_read);

@@ -6,13 +6,16 @@ pub mod docker;
 
 pub mod boxes;
 pub mod chaos;
+pub mod client_image;
 pub mod dns;
 pub mod dockerd;
 pub mod egress;
 pub mod microvm;
 pub mod netns;
 pub mod registry;
+pub mod secrets_scenario;
 pub mod sshd;
+pub mod tls_world;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -28,6 +28,7 @@ fn decision(method: Method, name: &str, decision: Decided, reason: &str) -> Deci
         reason: reason.into(),
         bytes_up: 0,
         bytes_down: 0,
+        secret: None,
     }
 }
 

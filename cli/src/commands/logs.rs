@@ -75,6 +75,7 @@ mod tests {
             reason: "name other.test port 8080 is not on the allowlist".into(),
             bytes_up: 0,
             bytes_down: 0,
+            secret: None,
         };
         assert_eq!(
             row(&d),

@@ -12,6 +12,6 @@ mod rules;
 
 pub use dir::{EGRESS_DIR, PROGRAM, ProxyDir};
 pub use error::{AllowlistError, EgressError};
-pub use process::{READY_TIMEOUT, STOP_TIMEOUT, ensure_running, live_pid, stop};
+pub use process::{Injection, READY_TIMEOUT, STOP_TIMEOUT, end_secrets, ensure_running, live_pid, stop};
 pub use rules::{check_spec, exceptions, requested};
 pub use tinybox_egress::{Decision, Method, Verdict};

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
-use tinybox_egress::layout;
+use tinybox_egress::{InjectRules, SecretsSpec, layout};
 
 use super::{EgressError, ProxyDir};
 
@@ -30,16 +30,26 @@ fn io_error(context: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Egr
     move |source| EgressError::Io { context, path, source }
 }
 
+/// A box's secrets, for its proxy (ADR 0032).
+#[derive(Debug, Clone, Copy)]
+pub struct Injection<'a> {
+    pub box_id: &'a str,
+    pub spec: &'a SecretsSpec,
+}
+
 /// Makes sure the proxy for `dir` runs, starting it from `entries` (the
 /// box's allowlist, canonical) when none does, and waiting until it
 /// listens. Called under the directory's lock, so two commands on one box
-/// never start two proxies.
+/// never start two proxies. With secrets: their rules (made once, kept in
+/// the directory, so the placeholders are the box's for its life), and a
+/// proxy started here is handed the values, read now from their sources.
 pub fn ensure_running(
     dir: &ProxyDir,
     entries: &[String],
     program: &Path,
     resolver: Option<SocketAddr>,
-) -> Result<(), EgressError> {
+    secrets: Option<Injection<'_>>,
+) -> Result<Option<InjectRules>, EgressError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -47,18 +57,59 @@ pub fn ensure_running(
         .map_err(io_error("cannot make the egress directory", dir.path()))?;
     let _lock = crate::store::file::lock_exclusive(&dir.lock())
         .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    let rules = secrets.map(|s| secret_rules(dir, s)).transpose()?;
     if live_pid(dir).is_some() {
-        return Ok(());
+        return Ok(rules);
     }
     write_policy(dir, entries)?;
-    start(dir, program, resolver)
+    let values = match secrets {
+        Some(s) => Some(s.spec.values().map_err(|e| EgressError::Start {
+            dir: dir.path().to_owned(),
+            detail: format!("{e}; its secrets are read when its proxy starts"),
+        })?),
+        None => None,
+    };
+    start(dir, program, resolver, values)?;
+    Ok(rules)
 }
 
-/// The policy file, written whole (a temporary file renamed over it).
-fn write_policy(dir: &ProxyDir, entries: &[String]) -> Result<(), EgressError> {
-    let path = dir.policy();
-    let tmp = dir.path().join(format!("{}.tmp", layout::POLICY));
-    let text = serde_json::to_vec(entries).map_err(|e| io_error("cannot encode", &path)(e.into()))?;
+/// The box's rules, as kept in its directory, or made now (fresh
+/// placeholders) for a box that has none yet.
+fn secret_rules(dir: &ProxyDir, secrets: Injection<'_>) -> Result<InjectRules, EgressError> {
+    let path = dir.path().join(layout::SECRETS);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| io_error("cannot read", &path)(e.into())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut failed = None;
+            let rules = InjectRules::new(secrets.box_id, secrets.spec, || {
+                random_hex().unwrap_or_else(|e| {
+                    failed = Some(e);
+                    String::new()
+                })
+            });
+            if let Some(e) = failed {
+                return Err(io_error("cannot read", Path::new("/dev/urandom"))(e));
+            }
+            let text = serde_json::to_vec(&rules).map_err(|e| io_error("cannot encode", &path)(e.into()))?;
+            write_private(dir, layout::SECRETS, &text)?;
+            Ok(rules)
+        }
+        Err(e) => Err(io_error("cannot read", &path)(e)),
+    }
+}
+
+/// 128 random bits as hex, from the kernel.
+fn random_hex() -> io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `name` in `dir`, written whole and readable by its owner only.
+fn write_private(dir: &ProxyDir, name: &str, text: &[u8]) -> Result<(), EgressError> {
+    let path = dir.path().join(name);
+    let tmp = dir.path().join(format!("{name}.tmp"));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -66,11 +117,23 @@ fn write_policy(dir: &ProxyDir, entries: &[String]) -> Result<(), EgressError> {
         .mode(0o600)
         .open(&tmp)
         .map_err(io_error("cannot write", &tmp))?;
-    f.write_all(&text).and_then(|()| f.sync_all()).map_err(io_error("cannot write", &tmp))?;
+    f.write_all(text).and_then(|()| f.sync_all()).map_err(io_error("cannot write", &tmp))?;
     std::fs::rename(&tmp, &path).map_err(io_error("cannot write", &path))
 }
 
-fn start(dir: &ProxyDir, program: &Path, resolver: Option<SocketAddr>) -> Result<(), EgressError> {
+/// The policy file, written whole (a temporary file renamed over it).
+fn write_policy(dir: &ProxyDir, entries: &[String]) -> Result<(), EgressError> {
+    let path = dir.policy();
+    let text = serde_json::to_vec(entries).map_err(|e| io_error("cannot encode", &path)(e.into()))?;
+    write_private(dir, layout::POLICY, &text)
+}
+
+fn start(
+    dir: &ProxyDir,
+    program: &Path,
+    resolver: Option<SocketAddr>,
+    values: Option<tinybox_egress::secrets::Values>,
+) -> Result<(), EgressError> {
     let fail = |detail: String| EgressError::Start { dir: dir.path().to_owned(), detail };
     let stderr = std::fs::OpenOptions::new()
         .create(true)
@@ -85,13 +148,30 @@ fn start(dir: &ProxyDir, program: &Path, resolver: Option<SocketAddr>) -> Result
     }
     // Detached: its own process group, so a Ctrl-C at the caller's
     // terminal does not reach it, and nothing of the caller's environment.
-    command.env_clear().stdin(Stdio::null()).stdout(Stdio::piped()).stderr(stderr).process_group(0);
+    // Secrets' values go on a pipe, never in an argument, a variable or a file.
+    let stdin = if values.is_some() { Stdio::piped() } else { Stdio::null() };
+    command.env_clear().stdin(stdin).stdout(Stdio::piped()).stderr(stderr).process_group(0);
+    if let Some(ca) = std::env::var_os(layout::UPSTREAM_CA_VAR).filter(|v| !v.is_empty()) {
+        // Absolute: the proxy works in its own directory.
+        command.env(layout::UPSTREAM_CA_VAR, std::path::absolute(Path::new(&ca)).unwrap_or_else(|_| ca.into()));
+    }
     // The conformance suite's negative control only (ADR 0020): a proxy
     // that does not check SNI, which the kit's SNI claim must catch.
     if std::env::var_os(layout::UNCHECKED_SNI_VAR).is_some_and(|v| v == "1") {
         command.env(layout::UNCHECKED_SNI_VAR, "1");
     }
     let mut child = command.spawn().map_err(|e| fail(format!("cannot run {}: {e}", program.display())))?;
+    if let (Some(values), Some(mut pipe)) = (values, child.stdin.take()) {
+        // The proxy reads all of it before it listens.
+        let text = serde_json::to_vec(&values).unwrap_or_default();
+        let written = pipe.write_all(&text);
+        drop(pipe);
+        if let Err(e) = written {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(fail(format!("cannot hand the proxy its secrets: {e}")));
+        }
+    }
     let stdout = child.stdout.take().ok_or_else(|| fail("no pipe from the proxy".into()))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -162,6 +242,38 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
     }
     let lock = crate::store::file::lock_exclusive(&dir.lock())
         .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    end_all(dir)?;
+    drop(lock);
+    match std::fs::remove_dir_all(dir.path()) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(EgressError::Io { context: "cannot remove", path: dir.path().to_owned(), source: e })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// For a box with secrets that stops (ADR 0032): its proxy is stopped and
+/// its rules (the placeholders) and CA bundle removed, so the box resumed
+/// gets a new CA and new placeholders; the decision log stays.
+pub fn end_secrets(dir: &ProxyDir) -> Result<(), EgressError> {
+    if !dir.path().exists() {
+        return Ok(());
+    }
+    let _lock = crate::store::file::lock_exclusive(&dir.lock())
+        .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
+    end_all(dir)?;
+    for name in [layout::SECRETS, layout::CA_BUNDLE] {
+        let path = dir.path().join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_error("cannot remove", &path)(e)),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ends every process serving `dir`, under its lock.
+fn end_all(dir: &ProxyDir) -> Result<(), EgressError> {
     for signal in [Signal::TERM, Signal::KILL] {
         let pids = serving(dir);
         if pids.is_empty() {
@@ -181,13 +293,7 @@ pub fn stop(dir: &ProxyDir) -> Result<(), EgressError> {
     if let Some(pid) = serving(dir).first() {
         return Err(EgressError::Stop { dir: dir.path().to_owned(), pid: *pid });
     }
-    drop(lock);
-    match std::fs::remove_dir_all(dir.path()) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(EgressError::Io { context: "cannot remove", path: dir.path().to_owned(), source: e })
-        }
-        _ => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -245,7 +351,7 @@ mod tests {
         let fake = tmp.path().join("fake-egress");
         std::fs::write(&fake, "#!/bin/sh\necho \"tinybox-egress: no policy here\" >&2\nexit 1\n").unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let err = ensure_running(&dir, &["a.test".into()], &fake, None).unwrap_err().to_string();
+        let err = ensure_running(&dir, &["a.test".into()], &fake, None, None).unwrap_err().to_string();
         assert_eq!(
             err,
             format!(

@@ -174,7 +174,7 @@ impl Tinybox {
             false => Vec::new(),
         };
         let egress = match allowlist {
-            true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts).await?),
+            true => Some(self.egress_ensure(&spec.namespace, id, &spec.allow_hosts, &spec.secrets).await?.0),
             false => None,
         };
         let image_ref = match &spec.source {

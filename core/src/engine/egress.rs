@@ -10,6 +10,8 @@ use tinybox_sdk::protocol::EgressEndpoint;
 use tinybox_sdk::protocol::egress::DEFAULT_RELAY_PORT;
 
 use super::Tinybox;
+use tinybox_egress::{InjectRules, SecretsSpec};
+
 use crate::egress::{self, Decision, EgressError, ProxyDir};
 use crate::error::Result;
 use crate::model::{BoxInfo, Instance};
@@ -22,24 +24,30 @@ impl Tinybox {
         Ok(ProxyDir::of(&store, namespace, id))
     }
 
-    /// Makes sure box `id`'s proxy runs over `entries`, and says where it
-    /// listens and where the relay is.
+    /// Makes sure box `id`'s proxy runs over `entries` (and `secrets`,
+    /// ADR 0032), and says where it listens and where the relay is, and
+    /// the secrets' rules when there are any.
     pub(crate) async fn egress_ensure(
         &self,
         namespace: &str,
         id: &BoxId,
         entries: &[String],
-    ) -> Result<EgressEndpoint> {
+        secrets: &SecretsSpec,
+    ) -> Result<(EgressEndpoint, Option<InjectRules>)> {
         let dir = self.proxy_dir(namespace, id)?;
         let searched = self.drivers.config().search_dirs.clone();
         let program = crate::driver::discover::find_program(&searched, egress::PROGRAM)
             .ok_or(EgressError::NotFound { searched })?;
         let resolver = crate::paths::egress_resolver()?;
         let (entries, dir_, program_) = (entries.to_vec(), dir.clone(), program.clone());
-        tokio::task::spawn_blocking(move || egress::ensure_running(&dir_, &entries, &program_, resolver))
-            .await
-            .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })??;
-        Ok(EgressEndpoint { socket: dir.socket(), relay: program, port: DEFAULT_RELAY_PORT })
+        let (secrets, box_id) = (secrets.clone(), id.to_string());
+        let rules = tokio::task::spawn_blocking(move || {
+            let injection = (!secrets.is_empty()).then_some(egress::Injection { box_id: &box_id, spec: &secrets });
+            egress::ensure_running(&dir_, &entries, &program_, resolver, injection)
+        })
+        .await
+        .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })??;
+        Ok((EgressEndpoint { socket: dir.socket(), relay: program, port: DEFAULT_RELAY_PORT }, rules))
     }
 
     /// For a command in `instance` of box `info`: the endpoint to send (its
@@ -53,9 +61,16 @@ impl Tinybox {
         if instance.network != NetworkInForce::Allowlist {
             return Ok((None, info.spec.env.clone()));
         }
-        let endpoint = self.egress_ensure(&info.spec.namespace, &info.id, &instance.allow_hosts).await?;
+        let (endpoint, rules) =
+            self.egress_ensure(&info.spec.namespace, &info.id, &instance.allow_hosts, &info.spec.secrets).await?;
         let mut env: BTreeMap<String, String> = endpoint.proxy_env().into_iter().collect();
+        if rules.is_some() {
+            env.extend(EgressEndpoint::ca_env());
+        }
         env.extend(info.spec.env.clone());
+        // Last: each secret's name holds its placeholder, never its value
+        // (a request naming a secret in its env too is refused).
+        env.extend(rules.iter().flat_map(InjectRules::env));
         Ok((Some(endpoint), env))
     }
 
@@ -64,6 +79,17 @@ impl Tinybox {
         let Ok(dir) = self.proxy_dir(namespace, id) else { return Ok(()) };
         let path = dir.path().to_owned();
         tokio::task::spawn_blocking(move || egress::stop(&dir))
+            .await
+            .map_err(|e| EgressError::Start { dir: path, detail: e.to_string() })??;
+        Ok(())
+    }
+
+    /// For a box with secrets that stops: its proxy and its secrets' rules
+    /// go, so it resumes with a new CA and new placeholders (ADR 0032).
+    pub(crate) async fn egress_end_secrets(&self, namespace: &str, id: &BoxId) -> Result<()> {
+        let Ok(dir) = self.proxy_dir(namespace, id) else { return Ok(()) };
+        let path = dir.path().to_owned();
+        tokio::task::spawn_blocking(move || egress::end_secrets(&dir))
             .await
             .map_err(|e| EgressError::Start { dir: path, detail: e.to_string() })??;
         Ok(())

@@ -74,6 +74,9 @@ impl Tinybox {
         for instance in info.runner.iter().chain(info.workspace.iter()) {
             self.destroy_instance(id, instance).await?;
         }
+        if !info.spec.secrets.is_empty() {
+            self.egress_end_secrets(&info.spec.namespace, id).await?;
+        }
         Ok(self.store.update(id, &mut |info| info.phase = Phase::Stopped)?)
     }
 

@@ -255,3 +255,18 @@ fn reading_a_stopped_box_from_its_snapshot_needs_snapshots_and_the_feature() {
     caps.snapshot = SnapshotSupport::None;
     assert_eq!(unsupported(admit_snapshot_exec(&name(), &caps)), Capability::Snapshot);
 }
+
+#[test]
+fn secrets_are_refused_by_a_sandbox_with_an_allowlist_but_no_secret_injection() {
+    let mut s = allowlist_spec();
+    s.secrets.sources.insert("T".into(), "env:T".into());
+    s.secrets.hosts.insert("T".into(), vec!["allowed.test".into()]);
+    let mut caps = full();
+    caps.features.insert(Feature::NetworkAllowlist);
+    // Where egress goes through core's proxy but nothing makes the CA visible (microvm today).
+    assert_eq!(unsupported(admit_create(&name(), &caps, &s)), Capability::SecretInjection);
+    // Before the allowlist's own refusal: the message says what was asked for.
+    assert_eq!(unsupported(admit_create(&name(), &full(), &s)), Capability::SecretInjection);
+    caps.features.insert(Feature::SecretInjection);
+    assert_eq!(admit_create(&name(), &caps, &s).unwrap().network_in_force, NetworkInForce::Allowlist);
+}

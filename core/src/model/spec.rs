@@ -99,6 +99,10 @@ pub struct BoxSpec {
     /// `tinybox_egress::Policy` entries (crate::egress).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_hosts: Vec<String>,
+    /// With network `allowlist`: secrets the box uses but never reads,
+    /// each by its source (never its value) and the hosts it is for (ADR 0032).
+    #[serde(default, skip_serializing_if = "tinybox_egress::SecretsSpec::is_empty")]
+    pub secrets: tinybox_egress::SecretsSpec,
     /// Limits asked for explicitly.
     #[serde(default)]
     pub resources: Resources,
@@ -133,6 +137,7 @@ impl BoxSpec {
             lifecycle: Lifecycle::default(),
             network: None,
             allow_hosts: Vec::new(),
+            secrets: Default::default(),
             resources: Resources::default(),
             ports: Vec::new(),
             env: BTreeMap::new(),

@@ -49,6 +49,11 @@ pub enum RequestError {
     StdinTwice,
     #[error("a tty of {rows} rows by {cols} columns is no terminal; give both at least 1")]
     NoTerminal { rows: u16, cols: u16 },
+    /// A `--secret`, `--secret-host` or `--secret-header` that breaks a rule (ADR 0032).
+    #[error(transparent)]
+    Secret(#[from] tinybox_egress::SecretError),
+    #[error("env {0} is also a secret's name: the box's {0} holds the secret's placeholder; rename one")]
+    EnvIsSecret(String),
 }
 
 /// Where a workspace path given as `path` leads, when that is not itself

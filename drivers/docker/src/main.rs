@@ -107,6 +107,8 @@ fn capabilities(local: bool, fenced: bool) -> SandboxCapabilities {
     .into();
     if local {
         features.insert(Feature::NetworkAllowlist);
+        // The proxy's directory, its CA bundle in it, is bound whole (ADR 0032).
+        features.insert(Feature::SecretInjection);
     }
     if fenced {
         features.insert(Feature::EgressFence);

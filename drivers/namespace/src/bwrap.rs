@@ -115,6 +115,9 @@ pub fn args(layout: &Layout<'_>, argv: &[String]) -> Vec<String> {
     if let Some(egress) = layout.egress {
         let (relay, socket) = (egress.relay.to_string_lossy(), egress.socket.to_string_lossy());
         push(&["--ro-bind", &relay, RELAY_IN_BOX, "--ro-bind", &socket, PROXY_IN_BOX]);
+        // A box with secrets trusts its proxy's CA (ADR 0032); the file is there only then.
+        let bundle = egress.ca_bundle();
+        push(&["--ro-bind-try", &bundle.to_string_lossy(), tinybox_sdk::protocol::egress::CA_BUNDLE_IN_BOX]);
     }
     push(&["--bind", layout.workspace, WORKSPACE]);
     // Everything outside /workspace and /tmp is read-only.
@@ -442,6 +445,8 @@ mod tests {
         assert!(a.iter().any(|x| x == "--unshare-net"), "loopback only: no path out but the socket");
         assert!(has_seq(&a, &["--ro-bind", "/opt/tb/tinybox-egress", RELAY_IN_BOX]));
         assert!(has_seq(&a, &["--ro-bind", "/s/egress/ns-box-1/proxy.sock", PROXY_IN_BOX]));
+        let bundle = ["--ro-bind-try", "/s/egress/ns-box-1/ca-bundle.pem", "/run/tinybox/egress/ca-bundle.pem"];
+        assert!(has_seq(&a, &bundle), "the CA bundle of a box with secrets, when there is one");
         let sep = a.iter().position(|x| x == "--").unwrap();
         assert_eq!(
             &a[sep + 1..],

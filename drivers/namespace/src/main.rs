@@ -107,6 +107,8 @@ fn features(limits: bool, remote: bool, fence: bool) -> std::collections::BTreeS
         // The proxy runs beside core, on this machine: its socket can be
         // bound into a box here, not into one on another machine.
         features.insert(Feature::NetworkAllowlist);
+        // Its proxy's CA bundle is bound in beside the socket (bwrap.rs, ADR 0032).
+        features.insert(Feature::SecretInjection);
     }
     features
 }

@@ -110,6 +110,12 @@ pub enum Feature {
     /// read-only ext4 disk once per image (the image store's `disk.rs`)
     /// and sends its path in `CreateParams::image` (`ImageRoot::disk`).
     ImageDisk,
+    /// Credentials a box can use but never read (ADR 0032): core's egress
+    /// proxy intercepts TLS to the hosts a secret is bound to and puts the
+    /// real value in place of a placeholder, and the sandbox makes the
+    /// proxy's CA bundle visible at [`crate::protocol::egress::CA_BUNDLE_IN_BOX`].
+    /// Only with `network_allowlist`: the proxy is the box's only way out.
+    SecretInjection,
     #[serde(untagged)]
     Unknown(String),
 }
@@ -130,6 +136,7 @@ impl fmt::Display for Feature {
             Feature::Archive => f.write_str("archive"),
             Feature::ImageRoot => f.write_str("image_root"),
             Feature::ImageDisk => f.write_str("image_disk"),
+            Feature::SecretInjection => f.write_str("secret_injection"),
             Feature::Unknown(name) => f.write_str(name),
         }
     }
@@ -205,6 +212,9 @@ impl SandboxCapabilities {
         if self.has(&Feature::EgressFence) && !self.network_deny {
             return Err("declares egress_fence but cannot deny the network, so nothing confines a box's egress".into());
         }
+        if self.has(&Feature::SecretInjection) && !self.has(&Feature::NetworkAllowlist) {
+            return Err("declares secret_injection but not network_allowlist, so no proxy stands between a box and the hosts its secrets are for".into());
+        }
         if self.has(&Feature::NetworkAllowlist) && !self.network_deny {
             return Err(
                 "declares network_allowlist but cannot deny the network, so nothing would keep a box to its proxy"
@@ -252,6 +262,18 @@ mod tests {
         caps.features.insert(Feature::NetworkAllowlist);
         assert!(caps.check_consistent().unwrap_err().contains("network_allowlist"));
         caps.network_deny = true;
+        assert_eq!(caps.check_consistent(), Ok(()));
+    }
+
+    #[test]
+    fn secret_injection_is_spelled_so_and_needs_network_allowlist() {
+        assert_eq!(serde_json::to_value(Feature::SecretInjection).unwrap(), "secret_injection");
+        assert_eq!(serde_json::from_str::<Feature>(r#""secret_injection""#).unwrap(), Feature::SecretInjection);
+        let mut caps = SandboxCapabilities::nothing();
+        caps.network_deny = true;
+        caps.features.insert(Feature::SecretInjection);
+        assert!(caps.check_consistent().unwrap_err().contains("secret_injection but not network_allowlist"));
+        caps.features.insert(Feature::NetworkAllowlist);
         assert_eq!(caps.check_consistent(), Ok(()));
     }
 

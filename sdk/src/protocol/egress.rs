@@ -12,6 +12,28 @@ use serde::{Deserialize, Serialize};
 /// The port the relay listens on in a box, unless core says otherwise.
 pub const DEFAULT_RELAY_PORT: u16 = 3128;
 
+/// The CA bundle's file name in the proxy's directory, beside its socket:
+/// the system's roots and the box's own CA, written by a proxy that
+/// injects secrets (ADR 0032). Absent for a box without secrets.
+pub const CA_BUNDLE: &str = "ca-bundle.pem";
+
+/// Where a box with secrets sees [`CA_BUNDLE`], read-only, on every
+/// sandbox declaring `secret_injection`: docker binds the proxy's whole
+/// directory at `/run/tinybox/egress`, namespace binds this one file there.
+pub const CA_BUNDLE_IN_BOX: &str = "/run/tinybox/egress/ca-bundle.pem";
+
+/// The variables real clients read for their trusted roots, each set to
+/// [`CA_BUNDLE_IN_BOX`] in a box with secrets.
+pub const CA_VARIABLES: [&str; 7] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "DENO_CERT",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+];
+
 /// Sent with `sandbox.create` and every `sandbox.exec` of a box whose
 /// network is `allowlist`, and only to a sandbox declaring `network_allowlist`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +63,16 @@ impl EgressEndpoint {
         ];
         argv.extend(command.iter().cloned());
         argv
+    }
+
+    /// The CA bundle on the box's host: [`CA_BUNDLE`] beside the socket.
+    pub fn ca_bundle(&self) -> PathBuf {
+        self.socket.with_file_name(CA_BUNDLE)
+    }
+
+    /// The variables pointing clients at the box's CA bundle.
+    pub fn ca_env() -> Vec<(String, String)> {
+        CA_VARIABLES.iter().map(|name| ((*name).to_owned(), CA_BUNDLE_IN_BOX.to_owned())).collect()
     }
 
     /// The proxy variables a command in the box gets: the upper- and
