@@ -117,7 +117,7 @@ fn build_base() -> Result<(), String> {
     }
     let python = std::fs::read_link("/usr/bin/python3").map_err(|e| format!("no /usr/bin/python3 to copy: {e}"))?;
     let python = python.to_string_lossy().into_owned();
-    let mut files: Vec<String> = vec!["/bin/bash".into(), format!("/usr/bin/{python}")];
+    let mut files: Vec<String> = vec!["/bin/bash".into(), "/usr/bin/python3".into(), format!("/usr/bin/{python}")];
     for bin in ["/bin/bash", &format!("/usr/bin/{python}")] {
         let out = Command::new("ldd").arg(bin).output().map_err(|e| format!("ldd: {e}"))?;
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -126,6 +126,8 @@ fn build_base() -> Result<(), String> {
             }
         }
     }
+    files.sort();
+    files.dedup();
     let container = format!("tinybox-e2b-base-{}", std::process::id());
     crate::docker::docker_ok(&["create", "--name", &container, crate::docker::BASE_IMAGE, "true"]);
     let tar = Command::new("tar")

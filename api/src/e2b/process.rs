@@ -243,6 +243,10 @@ fn start_in(api: &Arc<Api>, headers: &HeaderMap, body: &Bytes) -> Result<Respons
                     (json!({ "__end": { "error": e.body() } }), Some(Value::Null))
                 }
             };
+            if last.is_some() {
+                // Gone from List before anyone hears it ended.
+                table.processes.running.lock().expect("processes").remove(&pid);
+            }
             let mut followers = entry.followers.lock().expect("followers");
             followers.retain(|f| f.send(event.clone()).is_ok());
             if let Some(last) = last {
