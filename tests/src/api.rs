@@ -44,6 +44,13 @@ impl Server {
         Server { cli, url, addr, token: token.trim().to_owned(), _child: KillOnDrop(child) }
     }
 
+    /// Asks the server to stop (SIGTERM) and waits for it to exit.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self._child.0.id() as i32).expect("a pid");
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM tinybox serve");
+        self._child.0.wait().expect("wait for tinybox serve")
+    }
+
     /// One request: (status, body).
     pub fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
         let mut s = TcpStream::connect(&self.addr).expect("connect to tinybox serve");

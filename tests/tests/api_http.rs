@@ -237,3 +237,20 @@ fn docker_boxes_through_the_api_create_exec_files_and_remove() {
     let out = server.cli.cmd(&["rm", &other]).env("TINYBOX_DRIVER_PATH", tinybox_tests::bin_dir()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_boxes_a_server_made_go_when_it_stops() {
+    let test = "api_http::the_boxes_a_server_made_go_when_it_stops";
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip(test, &why);
+    }
+    let mut server = Server::start(&["--sandbox", "docker", "--ttl", "10m"]);
+    for _ in 0..2 {
+        let (status, v) = server.json("POST", "/v1/boxes", Some(&json!({})));
+        assert_eq!(status, 201, "{v}");
+    }
+    assert_eq!(stored(&server.cli).as_array().map(Vec::len), Some(2));
+    assert!(server.stop().success());
+    assert_eq!(stored(&server.cli), json!([]), "the server removed what it made");
+    assert!(!server.cli.home.path().join("api.json").exists(), "the address record went with the server");
+}
