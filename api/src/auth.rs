@@ -92,6 +92,11 @@ impl Token {
         &self.0
     }
 
+    /// The token as an E2B API key (`E2B_API_KEY`).
+    pub fn e2b_key(&self) -> String {
+        format!("{E2B_KEY_PREFIX}{}", self.0)
+    }
+
     /// Compares in time independent of where the two first differ.
     pub fn matches(&self, given: &str) -> bool {
         let (a, b) = (self.0.as_bytes(), given.as_bytes());
@@ -108,8 +113,16 @@ fn presented(req: &Request) -> Option<&str> {
     {
         return Some(bearer.trim());
     }
-    text("x-api-key").or_else(|| text("x-access-token")).map(str::trim)
+    // E2B's key is the token behind `e2b_`: some SDK versions refuse a key
+    // without that prefix before sending it.
+    text("x-api-key").or_else(|| text("x-access-token")).map(|k| {
+        let k = k.trim();
+        k.strip_prefix(E2B_KEY_PREFIX).unwrap_or(k)
+    })
 }
+
+/// What `E2B_API_KEY` puts before the token.
+pub const E2B_KEY_PREFIX: &str = "e2b_";
 
 pub async fn check(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
     let refusal = match presented(&req) {

@@ -86,9 +86,9 @@ async fn inspect(State(api): St, Path(id): Path<String>) -> Result<Json<Value>> 
 
 async fn remove(State(api): St, Path(id): Path<String>) -> Result<Json<Value>> {
     let id = api.registry.mine(&id)?;
+    api.processes.cut_box(&id);
     api.engine.remove(&id).await?;
     api.registry.remove(&id);
-    api.processes.forget_box(&id);
     Ok(Json(json!({ "removed": id })))
 }
 

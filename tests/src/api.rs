@@ -159,9 +159,16 @@ fn build_base() -> Result<(), String> {
         .stdin(tar.stdout.expect("tar stdout"))
         .output()
         .map_err(|e| format!("docker cp: {e}"))?;
-    let made = copied
-        .status
-        .success()
+    // E2B's base has sudo; commands here already run as the box's one user.
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let bin = dir.path().join("usr/local/bin");
+    std::fs::create_dir_all(&bin).map_err(|e| e.to_string())?;
+    std::fs::write(bin.join("sudo"), "#!/bin/sh\nexec \"$@\"\n").map_err(|e| e.to_string())?;
+    let exe = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(bin.join("sudo"), exe).map_err(|e| e.to_string())?;
+    let shimmed =
+        crate::docker::docker(&["cp", &format!("{}/.", dir.path().display()), &format!("{container}:/")]).0 == 0;
+    let made = (copied.status.success() && shimmed)
         .then(|| crate::docker::docker(&["commit", "--change", "CMD [\"sh\"]", &container, BASE_IMAGE]));
     crate::docker::docker(&["rm", "-f", &container]);
     match made {

@@ -130,9 +130,8 @@ fn serve_refuses_a_listener_beyond_loopback_and_env_needs_a_server() {
     for name in ["E2B_API_URL", "E2B_SANDBOX_URL", "TINYBOX_API_URL"] {
         assert!(text.contains(&format!("export {name}={}\n", server.url)), "{text}");
     }
-    for name in ["E2B_API_KEY", "TINYBOX_API_TOKEN"] {
-        assert!(text.contains(&format!("export {name}={}\n", server.token)), "{text}");
-    }
+    assert!(text.contains(&format!("export TINYBOX_API_TOKEN={}\n", server.token)), "{text}");
+    assert!(text.contains(&format!("export E2B_API_KEY=e2b_{}\n", server.token)), "{text}");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(server.cli.home.path().join("api-token")).unwrap().permissions(),
     );

@@ -224,9 +224,9 @@ async fn detail(State(api): St, Path(id): Path<String>) -> Result<Json<Value>> {
 
 async fn kill(State(api): St, Path(id): Path<String>) -> Result<StatusCode> {
     let id = mine(&api, &id)?;
+    api.processes.cut_box(&id);
     api.engine.remove(&id).await?;
     api.registry.remove(&id);
-    api.processes.forget_box(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -46,9 +46,14 @@ fn target(api: &Api, headers: &HeaderMap) -> Result<tinybox_core::model::BoxId, 
     api.registry.mine(&id).map_err(|e| E2bError::new(404, format!("tinybox: {e}")))
 }
 
+/// 204 for a box this server runs; 502 otherwise, as E2B's proxy answers
+/// for a sandbox that is gone (the SDKs read it as "killed").
 async fn health(State(api): St, headers: HeaderMap) -> Result<StatusCode, E2bError> {
-    target(&api, &headers)?;
-    Ok(StatusCode::NO_CONTENT)
+    match target(&api, &headers) {
+        Ok(_) => Ok(StatusCode::NO_CONTENT),
+        Err(e) if e.code == 404 => Err(E2bError::new(502, e.message)),
+        Err(e) => Err(e),
+    }
 }
 
 async fn download(State(api): St, headers: HeaderMap, Query(q): Query<FileQuery>) -> Result<Response, E2bError> {

@@ -77,9 +77,18 @@ impl Table {
             .ok_or_else(|| RpcError::new("not_found", format!("tinybox: box {box_id} runs no process tagged {tag:?}")))
     }
 
-    /// Forgets a removed box's commands (their streams end with the box).
-    pub fn forget_box(&self, box_id: &BoxId) {
-        self.running.lock().expect("processes").retain(|_, e| &e.box_id != box_id);
+    /// Cuts the streams of a box about to be removed and forgets its
+    /// commands: envd's streams break when its sandbox dies (no end event),
+    /// and the SDKs then ask `/health`, which says the box is gone.
+    pub fn cut_box(&self, box_id: &BoxId) {
+        let mut running = self.running.lock().expect("processes");
+        for entry in running.values().filter(|e| &e.box_id == box_id) {
+            let mut followers = entry.followers.lock().expect("followers");
+            for f in followers.drain(..) {
+                let _ = f.send(json!({ "__cut": true }));
+            }
+        }
+        running.retain(|_, e| &e.box_id != box_id);
     }
 }
 
@@ -144,6 +153,9 @@ fn streamed(first: Vec<Value>, events: mpsc::UnboundedReceiver<Value>) -> Respon
             return None;
         }
         match events.recv().await {
+            Some(v) if v.get("__cut").is_some() => {
+                Some((Err(std::io::Error::other("the sandbox was removed")), (events, true)))
+            }
             Some(v) if v.get("__end").is_some() => {
                 let end = match v["__end"].as_object().and_then(|o| o.get("error")) {
                     Some(e) => RpcError::new(
@@ -153,7 +165,7 @@ fn streamed(first: Vec<Value>, events: mpsc::UnboundedReceiver<Value>) -> Respon
                     .end_envelope(),
                     None => connect::end_ok(),
                 };
-                Some((Ok::<_, std::convert::Infallible>(end), (events, true)))
+                Some((Ok::<_, std::io::Error>(end), (events, true)))
             }
             Some(v) => Some((Ok(connect::message(&v)), (events, false))),
             None => Some((Ok(connect::end_ok()), (events, true))),

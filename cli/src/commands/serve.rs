@@ -171,13 +171,13 @@ fn env(store_dir: &Path) -> Result<u8, Error> {
         Ok(t) => t,
         Err(e) => return refuse(e.to_string()),
     };
-    let token = token.as_str();
+    let key = token.e2b_key();
     for (name, value) in [
         ("TINYBOX_API_URL", url),
-        ("TINYBOX_API_TOKEN", token),
+        ("TINYBOX_API_TOKEN", token.as_str()),
         ("E2B_API_URL", url),
         ("E2B_SANDBOX_URL", url),
-        ("E2B_API_KEY", token),
+        ("E2B_API_KEY", key.as_str()),
     ] {
         println!("export {name}={value}");
     }
