@@ -52,6 +52,7 @@ fn the_official_e2b_sdk_drives_docker_boxes_through_tinybox_serve() {
     assert_eq!(seen["exit3"], json!([3, "before\n"]), "{seen}");
     assert_eq!(seen["cwd"], json!("/tmp\n"));
     assert_eq!(seen["read"], json!("hello file"));
+    assert_eq!(seen["gzip_read"], json!("sent gzipped"), "a gzipped upload lands unpacked");
     assert_eq!(seen["bytes_roundtrip"], json!(true));
     assert_eq!(seen["list"], json!(["hello.txt"]));
     assert_eq!(seen["exists"], json!([true, false]));
@@ -75,6 +76,7 @@ fn the_official_e2b_sdk_drives_docker_boxes_through_tinybox_serve() {
     );
     assert_eq!(seen["state"], json!("running"));
     assert!(seen["listed"].as_array().unwrap().contains(&json!(id)), "{seen}");
+    assert_eq!(seen["filtered"], json!([[id], []]), "the list filters on metadata");
     let pause = seen["pause"].as_str().unwrap_or_default();
     assert!(pause.contains("tinybox:") && pause.contains("ephemeral"), "pause is core's refusal: {pause}");
     let over = seen["over_ceiling"].as_str().unwrap_or_default();
@@ -102,7 +104,9 @@ fn the_official_e2b_sdk_drives_docker_boxes_through_tinybox_serve() {
     writeln!(stdin, "go").unwrap();
     let last = lines.next().expect("the session ended before kill").unwrap();
     let after: Value = serde_json::from_str(&last).unwrap();
-    assert_eq!(after, json!({ "killed": true, "listed_after": [] }));
+    assert_eq!((after["killed"].clone(), after["listed_after"].clone()), (json!(true), json!([])), "{after}");
+    let during = after["running_when_killed"].as_str().unwrap_or_default();
+    assert!(during.contains("killed"), "a command running when its sandbox is killed hears so: {after}");
     drop(child);
     assert_eq!(containers(), "", "the killed sandbox's container is gone");
     let ls = server.cli.cmd(&["--json", "ls"]).output().unwrap();

@@ -204,12 +204,61 @@ fn mine(api: &Api, id: &str) -> Result<tinybox_core::model::BoxId> {
     api.registry.mine(id).map_err(|e| E2bError::new(404, format!("tinybox: {e}")))
 }
 
-async fn list(State(api): St) -> Json<Value> {
+/// The list's filters: `metadata` (`k=v&k2=v2`, each part URL-encoded),
+/// `state` (`running,paused`), `template`. Paging is one page: every
+/// sandbox this server made fits in it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ListQuery {
+    metadata: Option<String>,
+    state: Option<String>,
+    template: Option<String>,
+}
+
+fn wanted_metadata(q: &ListQuery) -> Vec<(String, String)> {
+    let Some(m) = &q.metadata else { return Vec::new() };
+    m.split('&').filter_map(|pair| pair.split_once('=')).map(|(k, v)| (unescape(k), unescape(v))).collect()
+}
+
+/// `%XX` decoded (the SDKs quote each key and value).
+fn unescape(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn list(
+    State(api): St,
+    q: std::result::Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Json<Value> {
+    let q = q.map(|axum::extract::Query(q)| q).unwrap_or_default();
+    let metadata = wanted_metadata(&q);
+    let states: Option<Vec<&str>> = q.state.as_deref().map(|s| s.split(',').collect());
     let mut out = Vec::new();
     for id in api.registry.ids() {
         if let Ok(info) = api.engine.get(&id) {
             let running = !matches!(info.phase, tinybox_core::model::Phase::Stopped);
-            out.push(detail_of(&api, &info, running));
+            let v = detail_of(&api, &info, running);
+            let state_ok = states.as_ref().is_none_or(|s| s.contains(&v["state"].as_str().unwrap_or_default()));
+            let md_ok = metadata.iter().all(|(k, want)| v["metadata"][k].as_str() == Some(want.as_str()));
+            let template_ok = q.template.as_ref().is_none_or(|t| v["templateID"].as_str() == Some(t.as_str()));
+            if state_ok && md_ok && template_ok {
+                out.push(v);
+            }
         }
     }
     Json(Value::Array(out))
@@ -224,9 +273,14 @@ async fn detail(State(api): St, Path(id): Path<String>) -> Result<Json<Value>> {
 
 async fn kill(State(api): St, Path(id): Path<String>) -> Result<StatusCode> {
     let id = mine(&api, &id)?;
-    api.processes.cut_box(&id);
-    api.engine.remove(&id).await?;
+    // Unreachable first, so a /health asked while it goes says it is gone.
+    let made = api.registry.made(&id).unwrap_or_default();
     api.registry.remove(&id);
+    api.processes.cut_box(&id);
+    if let Err(e) = api.engine.remove(&id).await {
+        api.registry.insert(id, made);
+        return Err(e.into());
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

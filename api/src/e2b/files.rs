@@ -106,6 +106,27 @@ async fn upload(
         let bytes = Bytes::from_request(req, &()).await.map_err(too_big)?;
         files.push((path, bytes.to_vec()));
     }
+    if headers.get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip")) {
+        for (path, bytes) in &mut files {
+            let mut plain = Vec::new();
+            // Bounded while it unpacks: a small bomb never fills memory.
+            let limit = crate::MAX_FILE_BODY as u64 + 1;
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(flate2::read::GzDecoder::new(bytes.as_slice()), limit),
+                &mut plain,
+            )
+            .map_err(|e| {
+                E2bError::new(400, format!("tinybox: the upload of {path} is not gzip ({e}): send it plain or gzipped"))
+            })?;
+            if plain.len() > crate::MAX_FILE_BODY {
+                return Err(E2bError::new(
+                    413,
+                    format!("tinybox: {path} unpacks to over {} bytes", crate::MAX_FILE_BODY),
+                ));
+            }
+            *bytes = plain;
+        }
+    }
     let mut out = Vec::new();
     for (path, bytes) in files {
         make_parents(&api, &id, &path).await?;

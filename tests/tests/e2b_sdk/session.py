@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 
-from e2b import AsyncSandbox, Sandbox
+from e2b import AsyncSandbox, Sandbox, SandboxQuery, TimeoutException
 from e2b.sandbox.commands.command_handle import CommandExitException
 
 
@@ -48,6 +48,8 @@ moved = sbx.files.rename("/tmp/blob.bin", "/tmp/made/blob.bin")
 seen["renamed"] = moved.path
 sbx.files.remove("/tmp/made")
 seen["removed"] = sbx.files.exists("/tmp/made")
+sbx.files.write("/tmp/gz.txt", "sent gzipped", gzip=True)
+seen["gzip_read"] = sbx.files.read("/tmp/gz.txt")
 seen["read_missing"] = caught(lambda: sbx.files.read("/tmp/e2b/none"))
 
 bg = sbx.commands.run("sleep 60", background=True)
@@ -64,6 +66,9 @@ info = sbx.get_info()
 seen["metadata"] = info.metadata
 seen["state"] = str(info.state.value)
 seen["listed"] = [s.sandbox_id for s in Sandbox.list().next_items()]
+mine = Sandbox.list(query=SandboxQuery(metadata={"owner": "e2b-test"})).next_items()
+others = Sandbox.list(query=SandboxQuery(metadata={"owner": "someone else"})).next_items()
+seen["filtered"] = [[s.sandbox_id for s in mine], [s.sandbox_id for s in others]]
 sbx.set_timeout(90)
 seen["pause"] = caught(lambda: sbx.pause())
 seen["over_ceiling"] = caught(lambda: Sandbox.create(timeout=10 ** 6))
@@ -83,6 +88,12 @@ seen["async"] = asyncio.run(async_session())
 
 print(json.dumps(seen), flush=True)
 sys.stdin.readline()
+running = sbx.commands.run("sleep 60", background=True)
 sbx.kill()
+try:
+    running.wait()
+    during = None
+except TimeoutException as e:
+    during = str(e)
 seen_after = [s.sandbox_id for s in Sandbox.list().next_items()]
-print(json.dumps({"killed": True, "listed_after": seen_after}), flush=True)
+print(json.dumps({"killed": True, "listed_after": seen_after, "running_when_killed": during}), flush=True)
