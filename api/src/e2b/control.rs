@@ -205,14 +205,19 @@ fn mine(api: &Api, id: &str) -> Result<tinybox_core::model::BoxId> {
 }
 
 /// The list's filters: `metadata` (`k=v&k2=v2`, each part URL-encoded),
-/// `state` (`running,paused`), `template`. Paging is one page: every
-/// sandbox this server made fits in it.
+/// `state` (`running,paused`), `template`; newest first unless `order=asc`;
+/// `limit` a page, the next page's offset in `x-next-token`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct ListQuery {
     metadata: Option<String>,
     state: Option<String>,
     template: Option<String>,
+    /// `asc` or `desc` (the default) by start time.
+    order: Option<String>,
+    limit: Option<usize>,
+    /// Where the previous page stopped (`x-next-token`).
+    next_token: Option<String>,
 }
 
 fn wanted_metadata(q: &ListQuery) -> Vec<(String, String)> {
@@ -244,13 +249,18 @@ fn unescape(s: &str) -> String {
 async fn list(
     State(api): St,
     q: std::result::Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Json<Value> {
+) -> Response {
     let q = q.map(|axum::extract::Query(q)| q).unwrap_or_default();
     let metadata = wanted_metadata(&q);
     let states: Option<Vec<&str>> = q.state.as_deref().map(|s| s.split(',').collect());
+    let mut boxes: Vec<BoxInfo> = api.registry.ids().iter().filter_map(|id| api.engine.get(id).ok()).collect();
+    boxes.sort_by_key(|b| (b.created_at, tinybox_core::store::box_number(&b.id)));
+    if q.order.as_deref() != Some("asc") {
+        boxes.reverse();
+    }
     let mut out = Vec::new();
-    for id in api.registry.ids() {
-        if let Ok(info) = api.engine.get(&id) {
+    for info in boxes {
+        {
             let running = !matches!(info.phase, tinybox_core::model::Phase::Stopped);
             let v = detail_of(&api, &info, running);
             let state_ok = states.as_ref().is_none_or(|s| s.contains(&v["state"].as_str().unwrap_or_default()));
@@ -261,7 +271,16 @@ async fn list(
             }
         }
     }
-    Json(Value::Array(out))
+    let from = q.next_token.as_deref().and_then(|t| t.parse::<usize>().ok()).unwrap_or(0).min(out.len());
+    let to = q.limit.filter(|l| *l > 0).map_or(out.len(), |l| (from + l).min(out.len()));
+    let page: Vec<Value> = out[from..to].to_vec();
+    let mut response = Json(Value::Array(page)).into_response();
+    if to < out.len()
+        && let Ok(v) = axum::http::HeaderValue::from_str(&to.to_string())
+    {
+        response.headers_mut().insert("x-next-token", v);
+    }
+    response
 }
 
 async fn detail(State(api): St, Path(id): Path<String>) -> Result<Json<Value>> {
