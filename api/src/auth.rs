@@ -139,3 +139,7 @@ pub async fn check(State(api): State<Arc<Api>>, req: Request, next: Next) -> Res
     }
     ApiError::Unauthorized(refusal).into_response()
 }
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;

@@ -148,3 +148,7 @@ pub fn timeout(headers: &HeaderMap) -> Option<std::time::Duration> {
 pub fn stream_headers() -> [(header::HeaderName, &'static str); 1] {
     [(header::CONTENT_TYPE, "application/connect+json")]
 }
+
+#[cfg(test)]
+#[path = "connect_tests.rs"]
+mod tests;
