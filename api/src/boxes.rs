@@ -179,7 +179,7 @@ async fn exec_stream(State(api): St, Path(id): Path<String>, JsonBody(body): Jso
     let id = api.registry.mine(&id)?;
     let (plan, stdin) = body.plan(&api)?;
     let given = stdin.is_some();
-    let mut running = stream::start(api.engine.clone(), id, plan.request, given, plan.timeout)?;
+    let mut running = stream::start(api.engine.clone(), id, plan.request, given, plan.timeout, None)?;
     if let (Some(bytes), Some(mut tx)) = (stdin, running.stdin.take()) {
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;

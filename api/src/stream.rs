@@ -44,13 +44,15 @@ impl Stop {
     }
 }
 
-/// Starts `request` in box `id`; with `stdin`, its stdin is a pipe.
+/// Starts `request` in box `id`; with `stdin`, its stdin is a pipe. A
+/// request on a terminal (`request.tty`) is resized by what `resizes` yields.
 pub fn start(
     engine: Arc<Tinybox>,
     id: BoxId,
     request: ExecRequest,
     stdin: bool,
     timeout: Option<Duration>,
+    resizes: Option<mpsc::UnboundedReceiver<tinybox_core::model::TtySize>>,
 ) -> Result<Running, Error> {
     let io = |e| Error::io("cannot prepare a streamed command's streams", e);
     let (stdin_fd, stdin_tx) = if stdin {
@@ -82,7 +84,7 @@ pub fn start(
         };
         let drain = async { tokio::join!(pump(out_r, &tx, Chunk::Stdout), pump(err_r, &tx, Chunk::Stderr)) };
         tokio::pin!(drain);
-        let exec = engine.exec(&id, request, fds, Target::Workspace, cancel);
+        let exec = engine.exec_resizable(&id, request, fds, Target::Workspace, cancel, resizes);
         tokio::pin!(exec);
         let mut drained = false;
         let outcome = loop {

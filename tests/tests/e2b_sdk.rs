@@ -3,7 +3,7 @@
 //! (`E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_API_KEY`), on docker boxes of
 //! the `base` image (bash and python3): create with metadata, envs and a
 //! timeout; commands (stdout, stderr, exit codes, cwd, env, background,
-//! list, kill); files (text and bytes, list, exists, make_dir, rename,
+//! list, kill); a terminal (pty: input typed, output read); files (text and bytes, list, exists, make_dir, rename,
 //! remove); info, list, set_timeout; a pause the box did not declare and a
 //! timeout over the ceiling refused in E2B's shape with tinybox's words;
 //! the async client; kill. What the SDK wrote is checked from outside (the
@@ -66,6 +66,7 @@ fn the_official_e2b_sdk_drives_docker_boxes_through_tinybox_serve() {
         "{seen}"
     );
     assert!(seen["bg_end"].is_array() && seen["bg_end"][0] != json!(0), "a killed command ends non-zero: {seen}");
+    assert_eq!(seen["pty"], json!([0, true, true]), "a terminal: typed input runs, and the command is on a tty: {seen}");
     // The box's isolation, stated in its metadata beside the caller's own.
     let md = &seen["metadata"];
     assert_eq!(md["owner"], json!("e2b-test"), "{md}");

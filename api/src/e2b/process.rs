@@ -18,7 +18,7 @@ use axum::routing::post;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tinybox_core::model::BoxId;
+use tinybox_core::model::{BoxId, TtySize};
 use tinybox_core::request::ExecOptions;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
@@ -48,6 +48,8 @@ struct Entry {
     config: Value,
     tag: Option<String>,
     stdin: tokio::sync::Mutex<Option<pipe::Sender>>,
+    /// Set for a command on a terminal: where its new sizes go.
+    resize: Option<mpsc::UnboundedSender<TtySize>>,
     stop: Stop,
     /// Every stream following the command (Start's, and each Connect's).
     followers: Mutex<Vec<mpsc::UnboundedSender<Value>>>,
@@ -197,12 +199,10 @@ async fn start(State(api): St, headers: HeaderMap, body: Bytes) -> Response {
 fn start_in(api: &Arc<Api>, headers: &HeaderMap, body: &Bytes) -> Result<Response, RpcError> {
     let req: StartRequest = connect::streamed(headers, body)?;
     let box_id = target(api, headers)?;
-    if req.pty.is_some() {
-        return Err(RpcError::new(
-            "unimplemented",
-            "tinybox: terminals (pty) are not served over the E2B protocol yet",
-        ));
-    }
+    let tty = match &req.pty {
+        Some(p) => Some(pty_size(p)?),
+        None => None,
+    };
     let timeout = connect::timeout(headers).unwrap_or(api.config.timeout);
     if timeout > api.config.timeout {
         return Err(RpcError::invalid(format!(
@@ -215,9 +215,19 @@ fn start_in(api: &Arc<Api>, headers: &HeaderMap, body: &Bytes) -> Result<Respons
         json!({ "cmd": req.process.cmd, "args": req.process.args, "envs": req.process.envs, "cwd": req.process.cwd });
     let mut argv = vec![req.process.cmd];
     argv.extend(req.process.args);
-    let plan = ExecOptions { argv, env: req.process.envs, cwd: req.process.cwd, ..ExecOptions::default() }.plan()?;
-    let running =
-        stream::start(api.engine.clone(), box_id.clone(), plan.request, req.stdin == Some(true), Some(timeout))?;
+    let plan =
+        ExecOptions { argv, env: req.process.envs, cwd: req.process.cwd, tty, ..ExecOptions::default() }.plan()?;
+    let (resize, resizes) = match tty {
+        Some(_) => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
+    };
+    // A terminal's input is always open: it is how keys reach it.
+    let stdin = req.stdin == Some(true) || tty.is_some();
+    let running = stream::start(api.engine.clone(), box_id.clone(), plan.request, stdin, Some(timeout), resizes)?;
+    let on_tty = tty.is_some();
     let pid = api.processes.next.fetch_add(1, Ordering::SeqCst) + 1;
     let (tx, rx) = mpsc::unbounded_channel();
     let entry = Arc::new(Entry {
@@ -225,6 +235,7 @@ fn start_in(api: &Arc<Api>, headers: &HeaderMap, body: &Bytes) -> Result<Respons
         config,
         tag: req.tag,
         stdin: tokio::sync::Mutex::new(running.stdin),
+        resize,
         stop: running.stop,
         followers: Mutex::new(vec![tx]),
     });
@@ -234,6 +245,9 @@ fn start_in(api: &Arc<Api>, headers: &HeaderMap, body: &Bytes) -> Result<Respons
     tokio::spawn(async move {
         while let Some(chunk) = chunks.recv().await {
             let (event, last) = match chunk {
+                Chunk::Stdout(b) | Chunk::Stderr(b) if on_tty => {
+                    (json!({ "event": { "data": { "pty": b64(&b) } } }), None)
+                }
                 Chunk::Stdout(b) => (json!({ "event": { "data": { "stdout": b64(&b) } } }), None),
                 Chunk::Stderr(b) => (json!({ "event": { "data": { "stderr": b64(&b) } } }), None),
                 Chunk::End { outcome: Ok(o), timed_out } => {
@@ -324,14 +338,8 @@ async fn send_input(State(api): St, headers: HeaderMap, body: Bytes) -> Result<a
     let req: SendInput = connect::unary(&body)?;
     let box_id = target(&api, &headers)?;
     let (pid, entry) = select(&api, &box_id, &req.process)?;
-    if req.input.pty.is_some() {
-        return Err(RpcError::new(
-            "unimplemented",
-            "tinybox: terminals (pty) are not served over the E2B protocol yet",
-        ));
-    }
     let bytes = base64::engine::general_purpose::STANDARD
-        .decode(req.input.stdin.unwrap_or_default())
+        .decode(req.input.pty.or(req.input.stdin).unwrap_or_default())
         .map_err(|e| RpcError::invalid(format!("input.stdin is not base64: {e}")))?;
     let mut stdin = entry.stdin.lock().await;
     let Some(pipe) = stdin.as_mut() else {
@@ -379,11 +387,30 @@ async fn send_signal(State(api): St, headers: HeaderMap, body: Bytes) -> Result<
     Ok(axum::Json(json!({})))
 }
 
-async fn update() -> RpcError {
-    RpcError::new(
-        "unimplemented",
-        "tinybox: terminals (pty) are not served over the E2B protocol yet, so there is none to resize",
-    )
+/// A terminal's size from envd's `PTY` message: at least a row and a column.
+fn pty_size(pty: &Value) -> Result<TtySize, RpcError> {
+    let n = |k: &str| pty["size"][k].as_u64().and_then(|v| u16::try_from(v).ok()).unwrap_or(0);
+    let size = TtySize { rows: n("rows"), cols: n("cols") };
+    tinybox_core::request::exec::check_tty(size).map_err(|e| RpcError::from(tinybox_core::Error::from(e)))
+}
+
+#[derive(Debug, Deserialize)]
+struct UpdateRequest {
+    process: Selector,
+    #[serde(default)]
+    pty: Option<Value>,
+}
+
+/// Resizes a command's terminal.
+async fn update(State(api): St, headers: HeaderMap, body: Bytes) -> Result<axum::Json<Value>, RpcError> {
+    let req: UpdateRequest = connect::unary(&body)?;
+    let box_id = target(&api, &headers)?;
+    let (pid, entry) = select(&api, &box_id, &req.process)?;
+    let (Some(pty), Some(resize)) = (req.pty.as_ref(), entry.resize.as_ref()) else {
+        return Err(RpcError::new("failed_precondition", format!("tinybox: process {pid} has no terminal to resize")));
+    };
+    let _ = resize.send(pty_size(pty)?);
+    Ok(axum::Json(json!({})))
 }
 
 async fn stream_input() -> RpcError {

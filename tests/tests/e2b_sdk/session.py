@@ -9,7 +9,7 @@ import json
 import sys
 
 from e2b import AsyncSandbox, Sandbox, SandboxQuery, TimeoutException
-from e2b.sandbox.commands.command_handle import CommandExitException
+from e2b.sandbox.commands.command_handle import CommandExitException, PtySize
 
 
 def caught(f):
@@ -61,6 +61,13 @@ try:
 except CommandExitException as e:
     seen["bg_end"] = [e.exit_code, e.error]
 seen["after_kill"] = bg.pid in [p.pid for p in sbx.commands.list()]
+
+terminal = sbx.pty.create(PtySize(rows=24, cols=80), timeout=60)
+sbx.pty.send_stdin(terminal.pid, b"echo pty-$((6*7)); [ -t 0 ] && echo on-a-tty; exit\n")
+typed = []
+ended = terminal.wait(on_pty=lambda d: typed.append(d))
+text = b"".join(typed).decode(errors="replace")
+seen["pty"] = [ended.exit_code, "pty-42" in text, "on-a-tty" in text]
 
 info = sbx.get_info()
 seen["metadata"] = info.metadata
