@@ -253,3 +253,31 @@ fn the_boxes_a_server_made_go_when_it_stops() {
     assert_eq!(stored(&server.cli), json!([]), "the server removed what it made");
     assert!(!server.cli.home.path().join("api.json").exists(), "the address record went with the server");
 }
+
+#[test]
+fn many_execs_at_once_on_one_box_all_complete_with_their_own_output() {
+    let test = "api_http::many_execs_at_once_on_one_box_all_complete_with_their_own_output";
+    if let Some(why) = tinybox_tests::docker::unavailable() {
+        return skip(test, &why);
+    }
+    let server = Server::start(&["--sandbox", "docker", "--ttl", "10m"]);
+    let (status, made) = server.json("POST", "/v1/boxes", Some(&json!({})));
+    assert_eq!(status, 201, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/boxes/{id}/exec");
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|n| {
+                let (server, path) = (&server, &path);
+                s.spawn(move || server.json("POST", path, Some(&json!({ "argv": ["echo", format!("call-{n}")] }))))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (n, (status, v)) in answers.iter().enumerate() {
+        assert_eq!(*status, 200, "call {n}: {v}");
+        assert_eq!((v["exit_code"].clone(), v["stdout"].clone()), (json!(0), json!(format!("call-{n}\n"))), "call {n}");
+    }
+    let (status, v) = server.json("DELETE", &format!("/v1/boxes/{id}"), None);
+    assert_eq!(status, 200, "{v}");
+}

@@ -66,7 +66,11 @@ fn the_official_e2b_sdk_drives_docker_boxes_through_tinybox_serve() {
         "{seen}"
     );
     assert!(seen["bg_end"].is_array() && seen["bg_end"][0] != json!(0), "a killed command ends non-zero: {seen}");
-    assert_eq!(seen["pty"], json!([0, true, true]), "a terminal: typed input runs, and the command is on a tty: {seen}");
+    assert_eq!(
+        seen["pty"],
+        json!([0, true, true]),
+        "a terminal: typed input runs, and the command is on a tty: {seen}"
+    );
     // The box's isolation, stated in its metadata beside the caller's own.
     let md = &seen["metadata"];
     assert_eq!(md["owner"], json!("e2b-test"), "{md}");
