@@ -71,9 +71,13 @@ impl Api {
             .with_state(self.clone())
     }
 
-    /// Removes every box this server made (the server is stopping).
+    /// Removes every box this server made (the server is stopping): first,
+    /// so the commands in flight in them end and their streams with them,
+    /// and the connections can close.
     pub async fn remove_all(&self) {
         for id in self.registry.ids() {
+            self.registry.remove(&id);
+            self.processes.cut_box(&id);
             if let Err(e) = self.engine.remove(&id).await {
                 eprintln!("tinybox: {e}");
             }

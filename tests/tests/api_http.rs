@@ -249,7 +249,31 @@ fn the_boxes_a_server_made_go_when_it_stops() {
         assert_eq!(status, 201, "{v}");
     }
     assert_eq!(stored(&server.cli).as_array().map(Vec::len), Some(2));
-    assert!(server.stop().success());
+    // A command still streaming when the server is asked to stop does not
+    // keep it (or its box) alive: its first line is read, then SIGTERM.
+    let (_, listed) = server.json("GET", "/v1/boxes", None);
+    let first = listed[0]["id"].as_str().unwrap().to_owned();
+    let mut stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    let body = json!({ "argv": ["sh", "-c", "echo started; sleep 600"] }).to_string();
+    let head = format!(
+        "POST /v1/boxes/{first}/exec/stream HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        server.token,
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, format!("{head}{body}").as_bytes()).unwrap();
+    let started = base64::engine::general_purpose::STANDARD.encode("started\n");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(&started) {
+        let n = std::io::Read::read(&mut stream, &mut buf).unwrap();
+        assert!(n > 0, "the stream ended before the command printed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let status = server.stop();
+    assert!(status.success());
+    // The stream ends (the server is gone); what it said last does not matter.
+    let _ = std::io::Read::read_to_end(&mut stream, &mut seen);
     assert_eq!(stored(&server.cli), json!([]), "the server removed what it made");
     assert!(!server.cli.home.path().join("api.json").exists(), "the address record went with the server");
 }

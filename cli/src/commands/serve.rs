@@ -121,7 +121,14 @@ impl ServeCmd {
         eprintln!(
             "tinybox: serving the HTTP API and the E2B protocol on {url}; `tinybox serve env` prints the settings"
         );
-        let served = axum::serve(listener, api.router()).with_graceful_shutdown(stopped()).await;
+        // The boxes go before the connections are waited for: a stream of a
+        // command still running in one ends when its box does.
+        let leaving = api.clone();
+        let shutdown = async move {
+            stopped().await;
+            leaving.remove_all().await;
+        };
+        let served = axum::serve(listener, api.router()).with_graceful_shutdown(shutdown).await;
         let _ = std::fs::remove_file(&address_file);
         api.remove_all().await;
         api.engine.close().await;
