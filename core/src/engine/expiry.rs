@@ -25,3 +25,7 @@ impl Tinybox {
         self.store().update(id, &mut change).map_err(Error::from)
     }
 }
+
+#[cfg(test)]
+#[path = "expiry_tests.rs"]
+mod tests;
