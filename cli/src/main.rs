@@ -39,6 +39,8 @@ enum Command {
     Cp(commands::cp::CpCmd),
     /// Serve the Model Context Protocol on stdio: tools for an agent to make and use boxes.
     Mcp(commands::mcp::McpCmd),
+    /// Serve the HTTP API and the E2B protocol on a loopback port (`serve env`: the settings clients need).
+    Serve(commands::serve::ServeCmd),
     /// Run a command in a box; exits with the command's own status.
     Exec(commands::exec::ExecCmd),
     /// Create a box, run one command in it, remove it.

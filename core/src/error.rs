@@ -245,6 +245,8 @@ pub enum LifecycleError {
         "box {0} is ephemeral: only a persistent box (`tinybox create --persistent`) can be stopped and resumed; `tinybox rm {0}` removes this one"
     )]
     Ephemeral(BoxId),
+    #[error("box {0} is persistent: it has no expiry to move; only an ephemeral box's can be")]
+    NoExpiry(BoxId),
     #[error("box {0} is already stopped; `tinybox resume {0}` brings it back")]
     AlreadyStopped(BoxId),
     #[error("box {0} is not stopped; there is nothing to resume")]

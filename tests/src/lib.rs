@@ -4,6 +4,7 @@
 
 pub mod docker;
 
+pub mod api;
 pub mod boxes;
 pub mod chaos;
 pub mod client_image;

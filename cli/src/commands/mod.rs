@@ -22,6 +22,7 @@ pub mod reap;
 pub mod resume;
 pub mod rm;
 pub mod run;
+pub mod serve;
 pub mod snapshot;
 pub mod stop;
 pub mod sync;
@@ -63,6 +64,7 @@ pub async fn dispatch(store: Option<PathBuf>, json: bool, command: Command) -> u
         Command::Exec(c) => c.run(&app).await,
         Command::Cp(c) => c.run(&app).await,
         Command::Mcp(c) => c.run(&app).await,
+        Command::Serve(c) => c.run(&app).await,
         Command::Run(c) => c.run(&app).await,
         Command::Ls(c) => ls::run(&app, c).await,
         Command::Inspect(c) => c.run(&app).await,

@@ -5,7 +5,7 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CeilingError {
     #[error(
-        "{what} {asked} is over this server's ceiling of {ceiling}; ask for {ceiling} or less (the operator sets it when starting `tinybox mcp`)"
+        "{what} {asked} is over this server's ceiling of {ceiling}; ask for {ceiling} or less (the operator sets it when starting `tinybox mcp` or `tinybox serve`)"
     )]
     Over { what: &'static str, asked: String, ceiling: String },
     #[error(

@@ -9,6 +9,7 @@ mod create;
 mod drivers_report;
 mod egress;
 mod exec;
+mod expiry;
 mod forward;
 mod hosts;
 mod image_root;
