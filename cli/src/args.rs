@@ -140,8 +140,8 @@ pub struct BoxArgs {
     /// Let the box reach this host through its egress proxy, and nothing else (repeatable): NAME, *.NAME (names below it), an address or a CIDR, each with an optional :PORT (default 80 and 443). With --network egress: an address or CIDR[:PORT] to let through the egress fence, which otherwise keeps the box from the host and private ranges.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
     pub allow_hosts: Vec<String>,
-    /// A secret the box can use but never read: NAME=env:VAR or NAME=file:PATH (repeatable). The box's $NAME holds a placeholder; the egress proxy puts the real value in request headers to the hosts bound with --secret-host (needs --allow-host).
-    #[arg(long = "secret", value_parser = parse_secret_pair("a secret NAME=SOURCE (env:VAR or file:PATH)"), value_name = "NAME=SOURCE")]
+    /// A secret the box can use but never read: NAME=env:VAR, NAME=file:PATH or NAME=cmd:COMMAND (run with /bin/sh -c each time the value is needed; repeatable). The box's $NAME holds a placeholder; the egress proxy puts the real value in request headers to the hosts bound with --secret-host (needs --allow-host).
+    #[arg(long = "secret", value_parser = parse_secret_pair("a secret NAME=SOURCE (env:VAR, file:PATH or cmd:COMMAND)"), value_name = "NAME=SOURCE")]
     pub secrets: Vec<(String, String)>,
     /// Put secret NAME's value in place of its placeholder on requests to HOST, a name on the allowlist (repeatable).
     #[arg(long = "secret-host", value_parser = parse_secret_pair("a binding NAME=HOST"), value_name = "NAME=HOST")]

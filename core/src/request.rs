@@ -166,7 +166,7 @@ pub struct CreateRequest {
     pub allow_hosts: Vec<String>,
     /// Secrets the box uses but never reads (`--secret NAME=SOURCE`, ADR
     /// 0032): the name is the variable holding the box's placeholder, the
-    /// source `env:VAR` or `file:PATH`, read on this side only.
+    /// source `env:VAR`, `file:PATH` or `cmd:COMMAND`, read on this side only.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, String>,
     /// The hosts each secret is put in for (`--secret-host NAME=HOST`).

@@ -19,7 +19,8 @@ pub const MAX_VALUE: usize = 64 * 1024;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SecretsSpec {
     /// Each secret's name (also the variable the box sees its placeholder
-    /// in) and where its value comes from: `env:VAR` or `file:PATH`.
+    /// in) and where its value comes from: `env:VAR`, `file:PATH` or
+    /// `cmd:COMMAND`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,
     /// The hosts each secret's placeholder is replaced for.
@@ -37,7 +38,14 @@ pub enum SecretSource {
     Env(String),
     /// A file on core's machine; one trailing newline is not part of the value.
     File(PathBuf),
+    /// A command core runs with `/bin/sh -c` (`gh auth token`), as the
+    /// caller, each time the value is needed; its standard output is the
+    /// value, one trailing newline dropped.
+    Command(String),
 }
+
+/// How long a `cmd:` source may take before it is killed and refused.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A secret asked for in a way that breaks a rule: one line naming the
 /// value and the rule.
@@ -45,7 +53,7 @@ pub enum SecretSource {
 pub enum SecretError {
     #[error("secret name {0:?} is not a variable name (letters, digits and '_', not starting with a digit)")]
     Name(String),
-    #[error("secret {name} source {given:?} is neither env:VAR nor file:PATH")]
+    #[error("secret {name} source {given:?} is none of env:VAR, file:PATH or cmd:COMMAND")]
     SourceKind { name: String, given: String },
     #[error("secret {name} source {given:?} gives no value: {why}")]
     SourceEmpty { name: String, given: String, why: String },
@@ -73,6 +81,7 @@ impl SecretSource {
         match source.split_once(':') {
             Some(("env", var)) if !var.is_empty() => Ok(SecretSource::Env(var.to_owned())),
             Some(("file", path)) if !path.is_empty() => Ok(SecretSource::File(PathBuf::from(path))),
+            Some(("cmd", command)) if !command.trim().is_empty() => Ok(SecretSource::Command(command.to_owned())),
             _ => Err(kind()),
         }
     }
@@ -83,10 +92,9 @@ impl SecretSource {
         let value = match self {
             SecretSource::Env(var) => std::env::var(var).map_err(|e| empty(format!("variable {var}: {e}")))?,
             SecretSource::File(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| empty(format!("{}: {e}", path.display())))?;
-                let text = text.strip_suffix('\n').unwrap_or(&text);
-                text.strip_suffix('\r').unwrap_or(text).to_owned()
+                chomp(std::fs::read_to_string(path).map_err(|e| empty(format!("{}: {e}", path.display())))?)
             }
+            SecretSource::Command(command) => chomp(run_source(command, COMMAND_TIMEOUT).map_err(empty)?),
         };
         if value.is_empty() {
             return Err(empty("it is empty".into()));
@@ -99,6 +107,66 @@ impl SecretSource {
         }
         Ok(value)
     }
+}
+
+/// `text` without one trailing newline (or CRLF).
+fn chomp(text: String) -> String {
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    text.strip_suffix('\r').unwrap_or(text).to_owned()
+}
+
+/// The standard output of `/bin/sh -c command`, which must exit 0 within
+/// `timeout` and print at most [`MAX_VALUE`] bytes (and a newline). Its
+/// standard input is empty and its standard error is only for the refusal:
+/// a token must never reach a log. It runs in a process group of its own,
+/// killed whole when the time is up, so nothing it started holds the pipe.
+pub fn run_source(command: &str, timeout: std::time::Duration) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run /bin/sh: {e}"))?;
+    let (mut out, mut err) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    // Standard error is read beside standard output, so neither pipe can
+    // fill and hold the command up; only its start is kept.
+    let errors = std::thread::spawn(move || {
+        let mut why = Vec::new();
+        let _ = (&mut err).take(4096).read_to_end(&mut why);
+        let _ = std::io::copy(&mut err, &mut std::io::sink());
+        why
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut value = Vec::new();
+        // Past the most a value may hold the pipe is closed: a command
+        // printing on gets SIGPIPE rather than waiting out its time.
+        let read = (&mut out).take(MAX_VALUE as u64 + 3).read_to_end(&mut value);
+        drop(out);
+        let _ = tx.send(read.map(|_| value));
+    });
+    let Ok(value) = rx.recv_timeout(timeout) else {
+        if let Some(pid) = rustix::process::Pid::from_child(&child) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = child.wait();
+        return Err(format!("the command did not finish within {timeout:?} and was killed"));
+    };
+    let status = child.wait().map_err(|e| format!("cannot wait for the command: {e}"))?;
+    let why = errors.join().unwrap_or_default();
+    if !status.success() {
+        let why = String::from_utf8_lossy(&why);
+        let why = why.trim().lines().last().unwrap_or("");
+        return Err(format!("the command failed ({status}){}", if why.is_empty() { String::new() } else { format!(": {why}") }));
+    }
+    let value = value.map_err(|e| format!("cannot read the command's output: {e}"))?;
+    String::from_utf8(value).map_err(|_| "the command's output is not UTF-8 text".to_owned())
 }
 
 fn check_name(name: &str) -> Result<(), SecretError> {

@@ -48,7 +48,7 @@ fn each_broken_rule_is_one_line_naming_the_value() {
         (spec(&[("1X", &src)], &[("1X", "api.test")], &[]), "secret name \"1X\" is not a variable name"),
         (
             spec(&[("T", "vault:x")], &[("T", "api.test")], &[]),
-            "secret T source \"vault:x\" is neither env:VAR nor file:PATH",
+            "secret T source \"vault:x\" is none of env:VAR, file:PATH or cmd:COMMAND",
         ),
         (
             spec(&[("T", "file:/nonexistent/tbx")], &[("T", "api.test")], &[]),
@@ -102,4 +102,48 @@ fn rules_give_each_secret_a_placeholder_and_say_which_hosts_are_intercepted() {
     assert_eq!(rules.env(), [("T".to_owned(), format!("tinybox-placeholder-{:032x}", 1))]);
     assert!(rules.intercepts("api.test") && rules.intercepts("other.test"));
     assert!(!rules.intercepts("third.test"));
+}
+
+#[test]
+fn a_command_source_is_its_output_without_the_newline_and_each_failure_says_why() {
+    let s = spec(&[("TOKEN", "cmd:printf 'from-%s\\n' command")], &[("TOKEN", "api.test")], &[]);
+    assert_eq!(s.checked(Some(&policy())).unwrap().values().unwrap()["TOKEN"], "from-command");
+    assert_eq!(s.sources["TOKEN"], "cmd:printf 'from-%s\\n' command", "the spec keeps the command, not its output");
+    let cases = [
+        ("cmd:echo nope >&2; exit 3", "the command failed (exit status: 3): nope"),
+        ("cmd:true", "it is empty"),
+        ("cmd:printf 'a\\nb'", "it holds a line break or NUL"),
+        ("cmd:head -c 70000 /dev/zero | tr '\\0' x", "it is over 65536 bytes"),
+        ("cmd:   ", "is none of env:VAR, file:PATH or cmd:COMMAND"),
+    ];
+    for (source, want) in cases {
+        let err = spec(&[("T", source)], &[("T", "api.test")], &[]).checked(Some(&policy())).unwrap_err().to_string();
+        assert!(err.contains(want), "{source}: {err:?} should contain {want:?}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+    // A command printing without end is cut off, not waited for.
+    let err = spec(&[("T", "cmd:yes")], &[("T", "api.test")], &[]).checked(Some(&policy())).unwrap_err().to_string();
+    assert!(err.contains("it is over 65536 bytes") || err.contains("the command failed"), "{err}");
+}
+
+#[test]
+fn a_command_source_that_outlives_its_time_is_killed_with_what_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    // A grandchild that would hold the pipe open: killed with the group.
+    let command = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let err = run_source(&command, std::time::Duration::from_millis(300)).unwrap_err();
+    assert!(err.contains("did not finish within 300ms and was killed"), "{err}");
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // SIGKILL is sent when the call returns; the child is gone (or a
+    // zombie) once the kernel has run its exit, which this waits for.
+    let alive = || {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        state.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).is_some_and(|s| s != "Z" && s != "X")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert!(!alive(), "the command's child (pid {pid}) runs on");
 }

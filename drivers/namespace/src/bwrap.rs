@@ -468,9 +468,9 @@ mod tests {
             ],
             "the relay runs the usual checked start, which runs the command verbatim"
         );
-        // Every boundary flag before the separator is as for any box, plus the two binds.
+        // Every boundary flag before the separator is as for any box, plus the three binds.
         let plain = args(&Layout { egress: None, ..layout.clone() }, &["true".into()]);
-        let binds = 6;
+        let binds = 9;
         assert_eq!(a[..sep].len(), plain.iter().position(|x| x == "--").unwrap() + binds);
     }
 }

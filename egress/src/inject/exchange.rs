@@ -135,7 +135,8 @@ async fn forward(request: Request<Incoming>, ctx: &Ctx) -> Result<Response<Scrub
     }
     let answer =
         sent.await.map_err(|e| Refused { status: 502, reason: format!("the upstream {} failed: {e}", ctx.host) })?;
-    Ok(scrubbed(answer, &ctx.injector.pairs(), head))
+    let encoded = injected.iter().filter_map(|i| i.encoded.clone());
+    Ok(scrubbed(answer, &ctx.injector.pairs().with(encoded), head))
 }
 
 /// The answer with every value put back as its placeholder: in its

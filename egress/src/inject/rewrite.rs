@@ -1,8 +1,11 @@
 //! What happens to one intercepted request: refused when a placeholder is
 //! anywhere but a header, or in a header of a request to a host its
-//! secret is not bound to; otherwise each placeholder in a header becomes
-//! its value, and each header rule for the host is set whole.
+//! secret is not bound to; otherwise each placeholder in a header (or in
+//! a `Basic` credential's decoded `user:password`) becomes its value, and
+//! each header rule for the host is set whole.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use hyper::header::{HOST, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 
@@ -28,6 +31,10 @@ fn refused(status: u16, reason: String) -> Refused {
 pub struct Injected {
     pub secret: String,
     pub header: String,
+    /// For a value put into a `Basic` credential: the credential's encoding
+    /// as sent and as the box wrote it, so an answer echoing the one is
+    /// scrubbed back to the other (the box could decode the value from it).
+    pub encoded: Option<(String, String)>,
 }
 
 /// Every secret whose placeholder occurs in `bytes`.
@@ -64,27 +71,26 @@ pub fn rewrite_head(parts: &mut Parts, host: &str, port: u16, injector: &Injecto
     check_host(parts, host, port)?;
     let mut injected = Vec::new();
     for (name, value) in parts.headers.iter_mut() {
-        let found = placeholders_in(value.as_bytes(), rules);
-        if found.is_empty() {
-            continue;
-        }
-        let mut text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        for rule in found {
-            if !rule.hosts.iter().any(|h| h == host) {
-                return Err(refused(
-                    403,
-                    format!(
-                        "the placeholder of secret {} is sent to {host}, which it is not bound to (it is for {})",
-                        rule.name,
-                        if rule.hosts.is_empty() { "no host by placeholder".to_owned() } else { rule.hosts.join(", ") }
-                    ),
-                ));
+        let raw = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let filled = if placeholders_in(raw.as_bytes(), rules).is_empty() {
+            // `Authorization: Basic base64(user:placeholder)` is how git and
+            // pip send a token given in a URL: the placeholder is inside the
+            // encoding, so it is decoded, filled and encoded again.
+            let Some(decoded) = basic_credentials(&raw) else { continue };
+            if placeholders_in(decoded.as_bytes(), rules).is_empty() {
+                continue;
             }
-            let real = injector.value(&rule.name).unwrap_or_default();
-            text = text.replace(&rule.placeholder, real);
-            injected.push(Injected { secret: rule.name.clone(), header: name.as_str().to_owned() });
-        }
-        *value = HeaderValue::from_str(&text)
+            let from = injected.len();
+            let sent = BASE64.encode(fill(&decoded, host, name.as_str(), injector, &mut injected)?);
+            let wrote = BASE64.encode(&decoded);
+            for i in &mut injected[from..] {
+                i.encoded = Some((sent.clone(), wrote.clone()));
+            }
+            format!("Basic {sent}")
+        } else {
+            fill(&raw, host, name.as_str(), injector, &mut injected)?
+        };
+        *value = HeaderValue::from_str(&filled)
             .map_err(|_| refused(400, format!("header {name} is not a valid header value once filled")))?;
     }
     for template in rules.headers.get(host).into_iter().flatten() {
@@ -96,10 +102,42 @@ pub fn rewrite_head(parts: &mut Parts, host: &str, port: u16, injector: &Injecto
             .map_err(|_| refused(500, format!("header rule {field:?} does not make a valid header value")))?;
         parts.headers.insert(name.clone(), value);
         for secret in template_names(text) {
-            injected.push(Injected { secret: secret.to_owned(), header: name.as_str().to_owned() });
+            injected.push(Injected { secret: secret.to_owned(), header: name.as_str().to_owned(), encoded: None });
         }
     }
     Ok(injected)
+}
+
+/// `text` with each placeholder in it replaced by its value, refused when
+/// one's secret is not bound to `host`; what was put in is added to `injected`.
+fn fill(text: &str, host: &str, header: &str, injector: &Injector, injected: &mut Vec<Injected>) -> Result<String, Refused> {
+    let mut filled = text.to_owned();
+    for rule in placeholders_in(text.as_bytes(), &injector.rules) {
+        if !rule.hosts.iter().any(|h| h == host) {
+            return Err(refused(
+                403,
+                format!(
+                    "the placeholder of secret {} is sent to {host}, which it is not bound to (it is for {})",
+                    rule.name,
+                    if rule.hosts.is_empty() { "no host by placeholder".to_owned() } else { rule.hosts.join(", ") }
+                ),
+            ));
+        }
+        let real = injector.value(&rule.name).unwrap_or_default();
+        filled = filled.replace(&rule.placeholder, real);
+        injected.push(Injected { secret: rule.name.clone(), header: header.to_owned(), encoded: None });
+    }
+    Ok(filled)
+}
+
+/// The decoded `user:password` of a `Basic` credential (the scheme's name
+/// is case-insensitive, RFC 7617), when it is one and decodes to text.
+fn basic_credentials(value: &str) -> Option<String> {
+    let (scheme, encoded) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    String::from_utf8(BASE64.decode(encoded.trim()).ok()?).ok()
 }
 
 /// The request must be for the host the tunnel was opened (and its

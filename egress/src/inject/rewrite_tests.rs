@@ -46,7 +46,7 @@ fn only_a_bound_host_gets_a_value_and_only_in_a_header() {
     let inj = injector();
     let mut p = parts("/x", &[("host", "a.test"), ("authorization", "Bearer tinybox-placeholder-aaaa")]);
     let done = rewrite_head(&mut p, "a.test", 443, &inj).unwrap();
-    assert_eq!(done, [Injected { secret: "A".into(), header: "authorization".into() }]);
+    assert_eq!(done, [Injected { secret: "A".into(), header: "authorization".into(), encoded: None }]);
     assert_eq!(p.headers["authorization"], "Bearer va");
     let mut p = parts("/x", &[("host", "a.test"), ("x-k", "tinybox-placeholder-bbbb")]);
     let err = rewrite_head(&mut p, "a.test", 443, &inj).unwrap_err();
@@ -60,4 +60,33 @@ fn only_a_bound_host_gets_a_value_and_only_in_a_header() {
     assert_eq!(rewrite_head(&mut p, "a.test", 443, &inj).unwrap_err().status, 400);
     assert!(check_body(b"{\"k\": \"tinybox-placeholder-aaaa\"}", &inj.rules).is_err());
     assert!(check_body(b"plain", &inj.rules).is_ok());
+}
+
+fn basic(credentials: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(credentials))
+}
+
+#[test]
+fn a_placeholder_inside_a_basic_credential_is_filled_and_encoded_again() {
+    let inj = injector();
+    // As git and pip send `https://user:TOKEN@host/`: the token is inside the encoding.
+    let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("x-access-token:tinybox-placeholder-aaaa"))]);
+    let done = rewrite_head(&mut p, "a.test", 443, &inj).unwrap();
+    let (sent, wrote) = (basic("x-access-token:va"), basic("x-access-token:tinybox-placeholder-aaaa"));
+    let encoded = Some((sent[6..].to_owned(), wrote[6..].to_owned()));
+    assert_eq!(done, [Injected { secret: "A".into(), header: "authorization".into(), encoded }]);
+    assert_eq!(p.headers["authorization"], sent.as_str());
+    // The scheme's name in any case; the bound-host rule holds inside the encoding too.
+    let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("u:tinybox-placeholder-aaaa").replace("Basic", "bAsIc"))]);
+    rewrite_head(&mut p, "a.test", 443, &inj).unwrap();
+    assert_eq!(p.headers["authorization"], basic("u:va").as_str());
+    let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("u:tinybox-placeholder-bbbb"))]);
+    assert!(rewrite_head(&mut p, "a.test", 443, &inj).unwrap_err().reason.contains("secret B is sent to a.test"));
+    // A Basic credential without a placeholder, or not base64, is left as it is.
+    for other in [basic("u:plain"), "Basic !!!not-base64".to_owned(), "Bearer abc".to_owned()] {
+        let mut p = parts("/x", &[("host", "a.test"), ("authorization", &other)]);
+        assert_eq!(rewrite_head(&mut p, "a.test", 443, &inj).unwrap(), []);
+        assert_eq!(p.headers["authorization"], other.as_str());
+    }
 }

@@ -21,6 +21,12 @@ impl Pairs {
         Pairs(pairs)
     }
 
+    /// These pairs and `more` (a `Basic` credential as sent, and as the box wrote it).
+    pub(crate) fn with(mut self, more: impl Iterator<Item = (String, String)>) -> Pairs {
+        self.0.extend(more.map(|(sent, wrote)| (sent.into_bytes(), wrote.into_bytes())));
+        Pairs::new(self.0)
+    }
+
     /// `bytes` with every whole value replaced, and the raw tail that
     /// could still be the start of one (kept back unless `last`).
     fn scrub(&self, bytes: &[u8], last: bool) -> (Vec<u8>, Vec<u8>) {
