@@ -152,9 +152,8 @@ pub fn run_source(command: &str, timeout: std::time::Duration) -> Result<String,
         let _ = tx.send(read.map(|_| value));
     });
     let Ok(value) = rx.recv_timeout(timeout) else {
-        if let Some(pid) = rustix::process::Pid::from_child(&child) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
+        let group = rustix::process::Pid::from_child(&child);
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         let _ = child.wait();
         return Err(format!("the command did not finish within {timeout:?} and was killed"));
     };
@@ -163,7 +162,10 @@ pub fn run_source(command: &str, timeout: std::time::Duration) -> Result<String,
     if !status.success() {
         let why = String::from_utf8_lossy(&why);
         let why = why.trim().lines().last().unwrap_or("");
-        return Err(format!("the command failed ({status}){}", if why.is_empty() { String::new() } else { format!(": {why}") }));
+        return Err(format!(
+            "the command failed ({status}){}",
+            if why.is_empty() { String::new() } else { format!(": {why}") }
+        ));
     }
     let value = value.map_err(|e| format!("cannot read the command's output: {e}"))?;
     String::from_utf8(value).map_err(|_| "the command's output is not UTF-8 text".to_owned())

@@ -85,8 +85,9 @@ def answer(head):
  name=os.path.normpath(os.path.join({files},rel))
  if not name.startswith({files}+'/') and name!={files}: return b'404 Not Found',b'no\n',b''
  if os.path.isdir(name): name=os.path.join(name,'index.html')
- try: return b'200 OK',open(name,'rb').read(),b''
+ try: body=open(name,'rb').read()
  except OSError: return b'404 Not Found',b'no\n',b''
+ return b'200 OK',body,b'Content-Type: text/html\r\n' if name.endswith('.html') else b''
 def serve(c):
  try:
   c.settimeout(20)
@@ -100,7 +101,8 @@ def serve(c):
   with lock:
    with open({heads},'ab') as f: f.write(head+b'\r\n{END}\r\n')
   status,body,extra=answer(head if not data.startswith(b'GET /echo ') else data)
-  s.sendall(b'HTTP/1.0 '+status+b'\r\nContent-Type: text/plain\r\n'+extra+b'Content-Length: %d\r\nConnection: close\r\n\r\n' % len(body)+body)
+  kind=b'' if extra.startswith(b'Content-Type') else b'Content-Type: text/plain\r\n'
+  s.sendall(b'HTTP/1.0 '+status+b'\r\n'+kind+extra+b'Content-Length: %d\r\nConnection: close\r\n\r\n' % len(body)+body)
   s.close()
  except Exception: pass
  c.close()
@@ -163,7 +165,11 @@ fn sh(script: &str, dir: &Path) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("sh: {e}"))?;
-    if out.status.success() { Ok(()) } else { Err(format!("{script}: {}", String::from_utf8_lossy(&out.stderr).trim())) }
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{script}: {}", String::from_utf8_lossy(&out.stderr).trim()))
+    }
 }
 
 /// The line the world's git repository's README holds.

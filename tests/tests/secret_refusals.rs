@@ -53,7 +53,12 @@ fn each_bad_secret_request_is_one_line_and_creates_nothing() {
             r#"secret T source "env:TINYBOX_TEST_SURELY_UNSET" gives no value: variable TINYBOX_TEST_SURELY_UNSET"#
                 .into(),
         ),
-        (vec!["--secret", "T=vault:x", "--secret-host", "T=api.test"], "neither env:VAR nor file:PATH".into()),
+        (vec!["--secret", "T=vault:x", "--secret-host", "T=api.test"], "is none of env:VAR, file:PATH or cmd:COMMAND".into()),
+        (
+            // A command that fails: its last error line, never its output (the value's place).
+            vec!["--secret", "T=cmd:printf real-%s value; echo no token here >&2; exit 4", "--secret-host", "T=api.test"],
+            "gives no value: the command failed (exit status: 4): no token here".into(),
+        ),
         (
             vec!["--secret", &src, "--secret-host", "T=elsewhere.test"],
             r#"secret binding "T=elsewhere.test" names host "elsewhere.test", which is not on the allowlist; add --allow-host elsewhere.test"#.into(),

@@ -61,7 +61,9 @@ fn httpx_node_git_and_pip_use_a_secret_they_never_see() {
     let secret_file = world.dir.path().join("token");
     std::fs::write(&secret_file, format!("{value}\n")).unwrap();
     let source = format!("T=cmd:cat '{}'", secret_file.display());
-    let (bound, unbound) = (format!("bound.test:{PORT}"), format!("unbound.test:{PORT}"));
+    // The test host's address is a private one, which only a listed address reaches.
+    let (bound, unbound, address) =
+        (format!("bound.test:{PORT}"), format!("unbound.test:{PORT}"), format!("{}:{PORT}", peer.addr));
     let create = [
         "create",
         "--sandbox",
@@ -72,6 +74,8 @@ fn httpx_node_git_and_pip_use_a_secret_they_never_see() {
         &bound,
         "--allow-host",
         &unbound,
+        "--allow-host",
+        &address,
         "--secret",
         &source,
         "--secret-host",
@@ -127,11 +131,13 @@ fn httpx_node_git_and_pip_use_a_secret_they_never_see() {
             "--",
             "sh",
             "-c",
-            "cd /tmp && HOME=/tmp git -c http.sslCAInfo=/workspace/test-ca.pem clone -q \"https://x:$T@unbound.test:8443/files/repo.git\" stray",
+            "cd /tmp && HOME=/tmp GIT_SSL_CAINFO=/workspace/test-ca.pem git clone -q \"https://x:$T@unbound.test:8443/files/repo.git\" stray",
         ],
     );
     assert!(!stray.status.success(), "the unbound host must refuse the placeholder: {}", text(&stray.stdout));
     let unbound_heads: Vec<String> = world.heads().into_iter().filter(|h| h.contains("unbound.test")).collect();
+    let why = text(&stray.stderr);
+    assert!(why.contains("Authentication failed"), "refused by the host, not on the way: {why}");
     assert!(unbound_heads.iter().any(|h| h.contains(&basic(&format!("x:{placeholder}")))), "{unbound_heads:?}");
     assert!(unbound_heads.iter().all(|h| !h.contains(&basic(&format!("x:{value}")))), "{unbound_heads:?}");
 

@@ -110,7 +110,13 @@ pub fn rewrite_head(parts: &mut Parts, host: &str, port: u16, injector: &Injecto
 
 /// `text` with each placeholder in it replaced by its value, refused when
 /// one's secret is not bound to `host`; what was put in is added to `injected`.
-fn fill(text: &str, host: &str, header: &str, injector: &Injector, injected: &mut Vec<Injected>) -> Result<String, Refused> {
+fn fill(
+    text: &str,
+    host: &str,
+    header: &str,
+    injector: &Injector,
+    injected: &mut Vec<Injected>,
+) -> Result<String, Refused> {
     let mut filled = text.to_owned();
     for rule in placeholders_in(text.as_bytes(), &injector.rules) {
         if !rule.hosts.iter().any(|h| h == host) {

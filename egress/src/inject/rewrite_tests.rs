@@ -71,14 +71,18 @@ fn basic(credentials: &str) -> String {
 fn a_placeholder_inside_a_basic_credential_is_filled_and_encoded_again() {
     let inj = injector();
     // As git and pip send `https://user:TOKEN@host/`: the token is inside the encoding.
-    let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("x-access-token:tinybox-placeholder-aaaa"))]);
+    let mut p =
+        parts("/x", &[("host", "a.test"), ("authorization", &basic("x-access-token:tinybox-placeholder-aaaa"))]);
     let done = rewrite_head(&mut p, "a.test", 443, &inj).unwrap();
     let (sent, wrote) = (basic("x-access-token:va"), basic("x-access-token:tinybox-placeholder-aaaa"));
     let encoded = Some((sent[6..].to_owned(), wrote[6..].to_owned()));
     assert_eq!(done, [Injected { secret: "A".into(), header: "authorization".into(), encoded }]);
     assert_eq!(p.headers["authorization"], sent.as_str());
     // The scheme's name in any case; the bound-host rule holds inside the encoding too.
-    let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("u:tinybox-placeholder-aaaa").replace("Basic", "bAsIc"))]);
+    let mut p = parts(
+        "/x",
+        &[("host", "a.test"), ("authorization", &basic("u:tinybox-placeholder-aaaa").replace("Basic", "bAsIc"))],
+    );
     rewrite_head(&mut p, "a.test", 443, &inj).unwrap();
     assert_eq!(p.headers["authorization"], basic("u:va").as_str());
     let mut p = parts("/x", &[("host", "a.test"), ("authorization", &basic("u:tinybox-placeholder-bbbb"))]);
