@@ -10,6 +10,7 @@ pub mod chaos;
 pub mod client_image;
 pub mod dns;
 pub mod dockerd;
+pub mod e2b_session;
 pub mod egress;
 pub mod microvm;
 pub mod netns;

@@ -15,6 +15,11 @@
 //! helper: it moves itself into CGROUP and becomes ARGV, so a command is
 //! inside its cgroup before its first instruction.
 //!
+//! `tinybox-microvm-agent --session -- ARGV...` is the other: it leads a
+//! session of its own whose controlling terminal is its standard input,
+//! then becomes ARGV, so a command on a terminal needs no `setsid` of the
+//! image's (a box may be made from any image).
+//!
 //! `tinybox-microvm-agent --listen PATH` is the same agent as the init of
 //! a namespace image box (docs/adr/0029-namespace-image-boxes.md): it
 //! serves the same wire on a UNIX socket it binds at PATH, one session per
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
         Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
         Some("--listen") if args.len() == 3 => listen(Path::new(&args[2])),
         Some("--user") if args.len() >= 5 && args[3] == "--" => user::run_as(&args[2], &args[4..]),
+        Some("--session") if args.len() >= 4 && args[2] == "--" => lead_session(&args[3..]),
         Some(other) => {
             log(format_args!("unknown argument {other:?}"));
             ExitCode::from(2)
@@ -357,10 +363,15 @@ fn session(port: &Port, leftovers: Leftovers) -> io::Result<Next> {
         None => None,
     };
     // On a terminal the command leads a session of its own that the
-    // terminal controls (busybox setsid -c): it is no group leader, so
-    // setsid does not fork, and that session is also its process group.
+    // terminal controls (the agent's own `--session`, as `setsid -c`): it
+    // is no group leader, so setsid needs no fork, and that session is also
+    // its process group.
     let argv: Vec<String> = match terminal {
-        Some(_) => [SETSID, "-c"].map(String::from).into_iter().chain(exec.argv.iter().cloned()).collect(),
+        Some(_) => ["/proc/self/exe", "--session", "--"]
+            .map(String::from)
+            .into_iter()
+            .chain(exec.argv.iter().cloned())
+            .collect(),
         None => exec.argv.clone(),
     };
     let mut cmd = match &group.cgroup {
@@ -518,8 +529,21 @@ fn session(port: &Port, leftovers: Leftovers) -> io::Result<Next> {
     Ok(next.map(Next::Begin).unwrap_or(Next::Idle))
 }
 
-/// busybox's setsid in the guest (`busybox --list-full` puts it here).
-const SETSID: &str = "/usr/bin/setsid";
+/// Leads a new session whose controlling terminal is standard input (a
+/// terminal's slave), then becomes `argv` (only returns if that fails).
+fn lead_session(argv: &[String]) -> ExitCode {
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("tinybox: cannot start a session for the terminal: {e}");
+        return ExitCode::from(125);
+    }
+    if let Err(e) = rustix::process::ioctl_tiocsctty(std::io::stdin()) {
+        eprintln!("tinybox: cannot make the terminal the session's: {e}");
+        return ExitCode::from(125);
+    }
+    let err = Command::new(&argv[0]).args(&argv[1..]).exec();
+    eprintln!("tinybox: cannot run {}: {err}", argv[0]);
+    ExitCode::from(if err.kind() == io::ErrorKind::NotFound { 127 } else { 126 })
+}
 
 /// A fresh pseudo-terminal of `size`: (master, slave).
 fn open_terminal(size: Tty) -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
