@@ -107,11 +107,25 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     let mut names: Vec<&str> =
         tools["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort();
-    assert_eq!(names, ["create_box", "inspect_box", "list_boxes", "read_file", "remove_box", "run", "write_file"]);
+    assert_eq!(
+        names,
+        [
+            "create_box",
+            "inspect_box",
+            "list_boxes",
+            "list_files",
+            "read_file",
+            "remove_box",
+            "run",
+            "run_code",
+            "write_file"
+        ]
+    );
     // Every tool says whether it only reads, or may destroy what is in a box.
     for tool in tools["result"]["tools"].as_array().unwrap() {
         let hints = &tool["annotations"];
-        let read_only = ["inspect_box", "list_boxes", "read_file"].contains(&tool["name"].as_str().unwrap());
+        let read_only =
+            ["inspect_box", "list_boxes", "list_files", "read_file"].contains(&tool["name"].as_str().unwrap());
         assert_eq!(hints["readOnlyHint"], json!(read_only), "{tool}");
         assert_eq!(hints["openWorldHint"], json!(false), "{tool}");
     }
@@ -153,6 +167,39 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     assert_eq!(read["content"], "from the agent\n");
     let seen = s.tool_ok("run", json!({ "box": id, "argv": ["cat", "note.txt"] }));
     assert_eq!(seen["stdout"], "from the agent\n");
+    // Bytes go in and come out whole (base64), into directories made on the way.
+    let blob: Vec<u8> = vec![0, 0xff, 0xfe, b'\n', 0x80, b'x', 0];
+    let b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&blob)
+    };
+    let wrote = s.tool_ok("write_file", json!({ "box": id, "path": "bin/deep/blob", "content_base64": b64 }));
+    assert_eq!(wrote["bytes"], blob.len());
+    let back = s.tool_ok("read_file", json!({ "box": id, "path": "bin/deep/blob" }));
+    assert_eq!((back["encoding"].as_str(), back["content"].as_str()), (Some("base64"), Some(b64.as_str())), "{back}");
+    let counted = s.tool_ok("run", json!({ "box": id, "argv": ["wc", "-c", "bin/deep/blob"] }));
+    assert!(counted["stdout"].as_str().unwrap().trim_start().starts_with("7 "), "{counted}");
+    let listed = s.tool_ok("list_files", json!({ "box": id, "path": "bin/deep" }));
+    assert_eq!(
+        listed["entries"],
+        json!([{ "name": "blob", "kind": "file", "size": 7, "mode": 0o644, "mtime": listed["entries"][0]["mtime"] }])
+    );
+    let (err, text) = s.tool("write_file", json!({ "box": id, "path": "x", "content": "a", "content_base64": "YQ==" }));
+    assert!(err && text.contains("exactly one of content"), "{text}");
+    let (err, text) = s.tool("write_file", json!({ "box": id, "path": "x", "content_base64": "not base64!" }));
+    assert!(err && text.contains("content_base64 is not base64"), "{text}");
+    // A piece of code, given to its interpreter on stdin.
+    let code = s.tool_ok("run_code", json!({ "box": id, "language": "sh", "code": "echo $((6*7)); echo to-err >&2" }));
+    assert_eq!(
+        (code["exit_code"].clone(), code["stdout"].clone(), code["stderr"].clone()),
+        (json!(0), json!("42\n"), json!("to-err\n"))
+    );
+    if expect_sandbox == "namespace" {
+        let py = s.tool_ok("run_code", json!({ "box": id, "language": "python", "code": "print(sum(range(10)))" }));
+        assert_eq!(py["stdout"], "45\n", "{py}");
+    }
+    let (err, text) = s.tool("run_code", json!({ "box": id, "language": "cobol", "code": "x" }));
+    assert!(err && text.contains("language \"cobol\" is not one run_code knows"), "{text}");
     let (err, text) = s.tool("read_file", json!({ "box": id, "path": "/no/such" }));
     assert!(err && text.contains(&format!("box {id} has no /no/such")), "{text}");
     // A file of a terabyte (of holes) is refused on its size, never read into memory.

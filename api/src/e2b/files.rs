@@ -129,33 +129,10 @@ async fn upload(
     }
     let mut out = Vec::new();
     for (path, bytes) in files {
-        make_parents(&api, &id, &path).await?;
+        // envd makes a file's missing directories; so does an upload here.
+        api.engine.make_parents(&id, &path).await?;
         api.engine.write_file(&id, &path, bytes, 0o644).await?;
         out.push(written(&path));
     }
     Ok(Json(Value::Array(out)))
-}
-
-/// envd makes a file's missing directories; so does an upload here.
-async fn make_parents(api: &Api, id: &tinybox_core::model::BoxId, path: &str) -> Result<(), E2bError> {
-    let Some((dir, _)) = path.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
-    if dir.is_empty() || api.engine.list_dir(id, dir).await.is_ok() {
-        return Ok(());
-    }
-    let request = tinybox_core::model::ExecRequest::new(["mkdir", "-p", "--", dir]);
-    let how = tinybox_core::capture::Capture::new(16 << 10);
-    let got = tinybox_core::capture::run(
-        &api.engine,
-        id,
-        request,
-        tinybox_core::Target::Workspace,
-        &how,
-        std::future::pending(),
-    )
-    .await?;
-    if got.status.code != Some(0) {
-        let err = String::from_utf8_lossy(&got.stderr.bytes).trim().to_owned();
-        return Err(E2bError::new(400, format!("tinybox: cannot make {dir} in box {id}: {err}")));
-    }
-    Ok(())
 }

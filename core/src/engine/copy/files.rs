@@ -163,6 +163,33 @@ impl Tinybox {
         Ok(String::from_utf8_lossy(&stdout).lines().filter_map(parse_stat_line).collect())
     }
 
+    /// Makes the missing directories above `path` in a running box (`mkdir
+    /// -p` through its exec, no shell), as envd and the MCP's write_file do
+    /// before a write; nothing when they are there.
+    pub async fn make_parents(&self, box_id: &BoxId, path: &str) -> Result<()> {
+        let Some((dir, _)) = path.trim_end_matches('/').rsplit_once('/') else { return Ok(()) };
+        if dir.is_empty() || self.list_dir(box_id, dir).await.is_ok() {
+            return Ok(());
+        }
+        let request = ExecRequest::new(["mkdir", "-p", "--", dir]);
+        let mut capture = crate::capture::Capture::new(16 << 10);
+        capture.timeout = Some(std::time::Duration::from_secs(60));
+        let got =
+            crate::capture::run(self, box_id, request, Target::Workspace, &capture, std::future::pending()).await?;
+        let code = got.status.shell_code();
+        if code != 0 {
+            let detail = String::from_utf8_lossy(&got.stderr.bytes).trim().to_owned();
+            return Err(CopyError::BoxFailed {
+                box_id: box_id.clone(),
+                what: "make the file's directories",
+                code,
+                detail,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Runs the listing in a stopped box's newest snapshot, where its
     /// sandbox can: its status, what it printed (bounded) and its stderr.
     async fn listed_from_snapshot(

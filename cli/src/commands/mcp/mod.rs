@@ -1,6 +1,6 @@
 //! `tinybox mcp`: serves the Model Context Protocol on stdio (rmcp), so an
-//! agent can make boxes and use them: create, run, write and read files,
-//! list, remove, inspect. The operator's flags are a ceiling the agent can
+//! agent can make boxes and use them: create, run a command or a piece of
+//! code, write, read and list files (`files.rs`), list, remove, inspect. The operator's flags are a ceiling the agent can
 //! ask under and never over (core's `ceiling`); the agent reaches only the
 //! boxes this server made, and they are removed when it exits. A refusal
 //! is the CLI's one line, as a tool error; a malformed call is an MCP error.
@@ -24,6 +24,8 @@ use tinybox_core::{Error, Tinybox};
 
 use super::App;
 use crate::args::{NetworkArg, parse_cpus, parse_duration, parse_size};
+
+mod files;
 
 #[derive(Debug, Args)]
 pub struct McpCmd {
@@ -156,34 +158,49 @@ struct RunArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+struct CodeArgs {
+    /// The box's id.
     #[serde(rename = "box")]
     id: String,
-    /// Where in the box; an existing directory receives the file under its own name.
-    path: String,
-    /// The file's text.
-    content: String,
-    /// Permission bits, like 420 (0o644, the default) or 493 (0o755).
-    mode: Option<u32>,
+    /// "python", "sh", "bash" or "node": the interpreter in the box that reads the code.
+    language: String,
+    /// The program's text.
+    code: String,
+    /// Seconds before it is stopped (at most the server's ceiling).
+    timeout_secs: Option<u64>,
+    /// The working directory in the box.
+    cwd: Option<String>,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct PathArgs {
-    #[serde(rename = "box")]
-    id: String,
-    /// A path in the box.
-    path: String,
+/// The interpreter for `language`, reading its program from stdin.
+fn interpreter(language: &str) -> Result<Vec<String>, String> {
+    let argv: &[&str] = match language {
+        "python" | "python3" => &["python3", "-"],
+        "sh" => &["sh", "-s"],
+        "bash" => &["bash", "-s"],
+        "node" | "javascript" => &["node", "-"],
+        other => {
+            return Err(format!(
+                "language {other:?} is not one run_code knows (python, sh, bash, node); use run with an argv for others"
+            ));
+        }
+    };
+    Ok(argv.iter().map(|a| (*a).to_owned()).collect())
 }
 
 /// A tool's answer: JSON text, or the CLI's one-line refusal as a tool error.
-fn answer(result: Result<serde_json::Value, Error>) -> CallToolResult {
+pub(super) fn answer(result: Result<serde_json::Value, Error>) -> CallToolResult {
     match result {
         Ok(v) => CallToolResult::success(vec![ContentBlock::text(
             serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()),
         )]),
         Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("tinybox: {e}"))]),
     }
+}
+
+/// A call whose arguments break one of this server's own rules, as a tool error.
+pub(super) fn refusal(why: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("tinybox: {why}"))])
 }
 
 fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
@@ -193,7 +210,7 @@ fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
 #[tool_router]
 impl Server {
     fn new(engine: Arc<Tinybox>, ceiling: Ceiling, max_output: u64, timeout: Duration) -> Server {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::files_router();
         if let Some(route) = tool_router.map.get_mut("create_box") {
             let old = route.attr.description.clone().unwrap_or_default();
             route.attr.description = Some(format!("{old} {}", describe(&ceiling)).into());
@@ -202,7 +219,7 @@ impl Server {
     }
 
     /// A box this server made, or the refusal naming what the agent can use.
-    fn mine(&self, id: &str) -> Result<BoxId, Error> {
+    pub(super) fn mine(&self, id: &str) -> Result<BoxId, Error> {
         let id = BoxId::new(id)?;
         if self.boxes.lock().expect("boxes").contains(&id) {
             return Ok(id);
@@ -311,38 +328,26 @@ impl Server {
     }
 
     #[tool(
-        description = "Write a text file into a box (created or replaced).",
+        description = "Run a piece of code in a box: language \"python\" (python3), \"sh\", \"bash\" or \"node\", the code given to the interpreter on its stdin (no file, no quoting). Returns what run returns.",
         annotations(
-            title = "Write a file in a box",
+            title = "Run code in a box",
             read_only_hint = false,
             destructive_hint = true,
-            idempotent_hint = true,
+            idempotent_hint = false,
             open_world_hint = false
         )
     )]
-    async fn write_file(&self, Parameters(args): Parameters<WriteArgs>) -> CallToolResult {
-        answer(self.write(args).await)
-    }
-
-    async fn write(&self, args: WriteArgs) -> Result<serde_json::Value, Error> {
-        let id = self.mine(&args.id)?;
-        let written =
-            self.engine.write_file(&id, &args.path, args.content.into_bytes(), args.mode.unwrap_or(0o644)).await?;
-        Ok(serde_json::json!({ "path": args.path, "bytes": written.bytes }))
-    }
-
-    #[tool(
-        description = "Read a file from a box as text (a file over the server's bound is refused).",
-        annotations(title = "Read a file in a box", read_only_hint = true, open_world_hint = false)
-    )]
-    async fn read_file(&self, Parameters(args): Parameters<PathArgs>) -> CallToolResult {
-        answer(self.read(args).await)
-    }
-
-    async fn read(&self, args: PathArgs) -> Result<serde_json::Value, Error> {
-        let id = self.mine(&args.id)?;
-        let bytes = self.engine.read_file(&id, &args.path, self.max_output).await?;
-        Ok(serde_json::json!({ "path": args.path, "content": String::from_utf8_lossy(&bytes) }))
+    async fn run_code(
+        &self,
+        Parameters(args): Parameters<CodeArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let argv = match interpreter(&args.language) {
+            Ok(argv) => argv,
+            Err(why) => return refusal(&why),
+        };
+        let run = RunArgs { id: args.id, argv, stdin: Some(args.code), timeout_secs: args.timeout_secs, cwd: args.cwd };
+        answer(self.run_in(run, context.ct.cancelled_owned()).await)
     }
 
     #[tool(
