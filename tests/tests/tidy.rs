@@ -2,9 +2,9 @@
 //! depends on core, the module and the conformance kit build on core and
 //! the sdk only, core takes the egress crate without its proxy, every Rust
 //! file opens with a `//!` line saying what it is for, every live test's
-//! skip names its test, docs/architecture.md names every crate and
-//! source file, and every dependency arrow points down the floors that
-//! document gives the crates.
+//! skip names its test, docs/architecture.md names every crate and it
+//! or docs/files.md every source file, and every dependency arrow points
+//! down the floors that document gives the crates.
 //! Dependencies are read from `cargo metadata` (every Cargo.toml,
 //! as cargo itself reads them).
 
@@ -157,15 +157,19 @@ fn holds_word(text: &str, word: &str) -> bool {
     })
 }
 
-/// The code map names every crate by its directory and every source file
-/// (by its name inside backticks, as `peer.rs`, `peer` or a verb such as
+/// The code map names every crate by its directory, and it or the file
+/// map (docs/files.md) every source file (by its name inside backticks, as `peer.rs`, `peer` or a verb such as
 /// `tinybox daemon`), so a new file cannot land without a word on where
 /// it belongs. `main.rs`, `lib.rs`, `mod.rs` and test files are named by
 /// their crate or module.
 #[test]
 fn the_architecture_document_names_every_crate_and_source_file() {
     let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("read docs/architecture.md");
-    let spans: Vec<String> = doc.split('`').skip(1).step_by(2).map(str::to_lowercase).collect();
+    // The code map names each crate's rooms; the file map beside it
+    // (docs/files.md) names every file.
+    let files = std::fs::read_to_string(root().join("docs/files.md")).expect("read docs/files.md");
+    let both = format!("{doc}\n{files}");
+    let spans: Vec<String> = both.split('`').skip(1).step_by(2).map(str::to_lowercase).collect();
     let mut unnamed = Vec::new();
     let all = tinybox_tests::workspace_packages();
     assert!(all.len() >= 10, "too few workspace packages: {}", all.len());
@@ -187,7 +191,10 @@ fn the_architecture_document_names_every_crate_and_source_file() {
             }
         }
     }
-    assert!(unnamed.is_empty(), "docs/architecture.md does not name these (add them to its code map): {unnamed:#?}");
+    assert!(
+        unnamed.is_empty(),
+        "docs/architecture.md and docs/files.md do not name these (add them to the file map, a crate directory to the code map): {unnamed:#?}"
+    );
 }
 
 /// The module path a test file's tests run under, as libtest names their

@@ -33,6 +33,7 @@ mod archive;
 mod argv;
 mod destroy;
 mod env_file;
+mod exec;
 mod execs;
 mod failure;
 mod fence;

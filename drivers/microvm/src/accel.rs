@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tinybox_microvm_agent::wire::Kind;
+use tinybox_agent::wire::Kind;
 
 use crate::vm::{self, Accel, Launch};
 

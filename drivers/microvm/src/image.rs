@@ -69,7 +69,7 @@ pub async fn run_in_guest(dir: &Path, ports: usize, argv: Vec<String>, what: &st
             .map_err(|e| DriverError::failed(format!("cannot open /dev/null: {e}")))
     };
     let stdio = tinybox_sdk::stdio::StdioFds { stdin: null()?, stdout: null()?, stderr: null()? };
-    let exec = tinybox_microvm_agent::wire::Exec { argv, env: Vec::new(), cwd: "/".into(), tty: None };
+    let exec = tinybox_agent::wire::Exec { argv, env: Vec::new(), cwd: "/".into(), tty: None };
     let claim = crate::session::claim(dir, ports).await?;
     let running = crate::session::Running::default();
     let status = crate::session::run(dir, &claim, &exec, stdio, "tinybox-driver", &running).await?;

@@ -40,8 +40,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tinybox_microvm_agent::host::{self, Cancelled};
-use tinybox_microvm_agent::wire::Exec;
+use tinybox_agent::host::{self, Cancelled};
+use tinybox_agent::wire::Exec;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::model::{
     ExitStatus, Feature, IsolationLevel, Limit, SandboxCapabilities, SnapshotId, SnapshotSupport, SourceKind, TtySize,
@@ -220,7 +220,7 @@ impl SandboxDriver for Microvm {
                 },
                 env: env.into_iter().collect(),
                 cwd: request.cwd.unwrap_or_else(|| workdir.into()),
-                tty: request.tty.map(|t| tinybox_microvm_agent::wire::Tty { rows: t.rows, cols: t.cols }),
+                tty: request.tty.map(|t| tinybox_agent::wire::Tty { rows: t.rows, cols: t.cols }),
             };
             let stdio = tinybox_sdk::stdio::receive(&stdio_ref)
                 .await

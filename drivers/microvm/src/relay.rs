@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tinybox_microvm_agent::mux::{self, Frame, Window};
+use tinybox_agent::mux::{self, Frame, Window};
 use tinybox_sdk::protocol::DriverError;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;

@@ -1,6 +1,6 @@
 //! The microVM's end of the agent's wire: which port a session runs on.
 //! The sessions themselves are the agent crate's
-//! (`tinybox_microvm_agent::host`), shared with namespace image boxes. A
+//! (`tinybox_agent::host`), shared with namespace image boxes. A
 //! health check reads the hello and hangs up; an exec claims a free port
 //! (an advisory lock per port, so concurrent tinybox processes never share
 //! one) and runs its command there.
@@ -9,14 +9,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use fs4::FileExt;
-use tinybox_microvm_agent::host::{self, HostError};
-use tinybox_microvm_agent::wire::Exec;
+use tinybox_agent::host::{self, HostError};
+use tinybox_agent::wire::Exec;
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::protocol::DriverError;
 use tinybox_sdk::stdio::StdioFds;
 use tokio::net::UnixStream;
 
-pub use tinybox_microvm_agent::host::{Running, Session, nonce, skip_to};
+pub use tinybox_agent::host::{Running, Session, nonce, skip_to};
 
 use crate::vm;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
-use tinybox_microvm_agent::wire::EXEC_PORTS;
+use tinybox_agent::wire::EXEC_PORTS;
 
 /// How the guest's CPU runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -216,7 +216,7 @@ pub fn qemu_args(l: &Launch, dir: &Path) -> Result<Vec<String>, String> {
             option_value("the box directory", &dir.join(PORT_SOCKET))?
         ));
         a.push("-device".into());
-        a.push(format!("virtserialport,chardev=eg,name={}", tinybox_microvm_agent::mux::PORT_NAME));
+        a.push(format!("virtserialport,chardev=eg,name={}", tinybox_agent::mux::PORT_NAME));
     }
     if let Some(ws) = &l.workspace {
         a.push("-fsdev".into());

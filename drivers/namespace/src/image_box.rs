@@ -12,8 +12,8 @@
 //! start shell as every namespace command (cgroups, the seccomp program on
 //! descriptor 3, the egress fence), then [`crate::overlay`] mounts the
 //! overlay in a mount namespace of its own and becomes bwrap, whose command
-//! is the agent (tinybox-microvm-agent `--listen`, the microVM's own agent
-//! and wire). Each exec is a session on the agent's socket: the command is
+//! is the agent (the `tinybox-agent` crate's `tinybox-microvm-agent
+//! --listen`, the microVM's own agent and wire). Each exec is a session on the agent's socket: the command is
 //! the agent's child, so it has the box's namespaces, seccomp program,
 //! no-new-privileges, cgroups and dropped capabilities by inheritance, and
 //! the environment the exec gives it and nothing else.
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tinybox_microvm_agent::host::{self, Cancelled, HostError, Running};
-use tinybox_microvm_agent::wire::{Exec, Tty};
+use tinybox_agent::host::{self, Cancelled, HostError, Running};
+use tinybox_agent::wire::{Exec, Tty};
 use tinybox_sdk::model::ExitStatus;
 use tinybox_sdk::protocol::{DriverError, ExecParams, ImageRoot};
 

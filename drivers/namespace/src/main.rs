@@ -50,7 +50,7 @@ struct Namespace {
     /// Boxes run on another machine (core says so in the handshake).
     remote: OnceLock<bool>,
     /// Commands running in image boxes, through their agents.
-    running: tinybox_microvm_agent::host::Running,
+    running: tinybox_agent::host::Running,
 }
 
 impl Namespace {
@@ -196,7 +196,7 @@ impl SandboxDriver for Namespace {
     /// An image box's command runs under its agent, not `host.run`: its
     /// cancel and its terminal's size go there (other commands' are core's).
     async fn cancel(&self, _host: &HostHandle, exec_id: &str) -> Result<(), DriverError> {
-        tinybox_microvm_agent::host::cancel(&self.running, exec_id);
+        tinybox_agent::host::cancel(&self.running, exec_id);
         Ok(())
     }
 

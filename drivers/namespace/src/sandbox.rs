@@ -440,7 +440,7 @@ pub async fn exec(
     p: ExecParams,
     programs: Option<&Path>,
     remote: bool,
-    running: &tinybox_microvm_agent::host::Running,
+    running: &tinybox_agent::host::Running,
 ) -> Result<ExitStatus, DriverError> {
     let handle = Handle::parse(&p.target.handle)?;
     if let Some(image) = &handle.image {

@@ -1,8 +1,9 @@
-//! `tinybox-microvm-agent`: the guest side of the microvm sandbox.
+//! `tinybox-microvm-agent`, the in-box agent: the guest side of the microvm
+//! sandbox, and the init of a namespace image box (`--listen`).
 //!
 //! Started by the initramfs's `/init` once the devices are up. It serves
 //! every `tinybox.N` virtio-serial port on a thread of its own (see
-//! [`tinybox_microvm_agent::wire`] for the sessions), and runs each command
+//! [`tinybox_agent::wire`] for the sessions), and runs each command
 //! in a cgroup of its own under `/sys/fs/cgroup/box`, where the box's pids
 //! cap applies: when the command ends, or its host goes away, everything it
 //! started is killed with the cgroup.
@@ -36,8 +37,8 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use rustix::process::Pid;
-use tinybox_microvm_agent::mux;
-use tinybox_microvm_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
+use tinybox_agent::mux;
+use tinybox_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 
 mod egress;
 mod group;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
-use tinybox_microvm_agent::wire::{self, Kind};
+use tinybox_agent::wire::{self, Kind};
 
 pub fn log(msg: std::fmt::Arguments<'_>) {
     eprintln!("tinybox-agent: {msg}");

@@ -17,7 +17,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 
-use tinybox_microvm_agent::mux::{self, Frame, Window};
+use tinybox_agent::mux::{self, Frame, Window};
 
 use crate::{Port, Writes, log, send_answer};
 
