@@ -277,6 +277,9 @@ impl SandboxLink {
     }
 }
 
+/// Where `Drivers` says that it replaced a dead session.
+type Notice = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Starts drivers on first use and keeps them for the life of the process.
 pub struct Drivers {
     config: DriverConfig,
@@ -286,7 +289,7 @@ pub struct Drivers {
     hosts: tokio::sync::Mutex<HashMap<HostName, Arc<HostLink>>>,
     sandboxes: tokio::sync::Mutex<HashMap<(SandboxName, HostName), Arc<SandboxLink>>>,
     /// Told when a session found dead is replaced (the daemon logs it).
-    notice: std::sync::OnceLock<Box<dyn Fn(&str) + Send + Sync>>,
+    notice: std::sync::OnceLock<Notice>,
 }
 
 impl Drivers {
