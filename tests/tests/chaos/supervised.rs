@@ -80,6 +80,12 @@ pub fn running_exec(cli: &Cli, id: &str, seconds: u32) -> Child {
     child
 }
 
+/// A `sleep` length no other run of this suite uses: a process an aborted
+/// earlier run left cannot be mistaken for this one's.
+fn mark(n: u32) -> u32 {
+    3_000_000 + (std::process::id() % 100_000) * 10 + n
+}
+
 /// The processes of `sleep SECONDS`, on the host and in any container.
 pub fn sleeping(seconds: u32) -> usize {
     processes_named("sleep", &format!("sleep\0{seconds}"))
@@ -127,8 +133,8 @@ fn a_daemon_whose_namespace_or_host_driver_is_killed_ends_its_command_and_serves
     }
     let cli = Cli::new();
     let id = cli.create(&["--sandbox", "namespace"]);
-    kill_driver_under_exec(test, &cli, &id, "namespace", 3031);
-    kill_driver_under_exec(test, &cli, &id, "local", 3032);
+    kill_driver_under_exec(test, &cli, &id, "namespace", mark(1));
+    kill_driver_under_exec(test, &cli, &id, "local", mark(2));
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
 }
@@ -142,7 +148,7 @@ fn a_daemon_whose_docker_driver_is_killed_ends_its_command_and_serves_again() {
     let ns = tinybox_tests::docker::Namespace::new("chaos-supervised-driver");
     let cli = Cli::new();
     let id = cli.create(&["--sandbox", "docker", "--namespace", &ns.name]);
-    kill_driver_under_exec(test, &cli, &id, "docker", 3033);
+    kill_driver_under_exec(test, &cli, &id, "docker", mark(3));
     let (code, _, err) = cli.run(&["rm", &id]);
     assert_eq!(code, 0, "{err}");
 }
@@ -157,7 +163,7 @@ fn a_daemon_killed_under_docker_execs_leaves_none_of_their_commands_running() {
     let cli = Cli::new();
     let id = cli.create(&["--sandbox", "docker", "--namespace", &ns.name]);
     let daemon = Daemon::start(&cli);
-    let marks: Vec<u32> = (3041..3046).collect();
+    let marks: Vec<u32> = (4..9).map(mark).collect();
     let running: Vec<Child> = marks.iter().map(|s| running_exec(&cli, &id, *s)).collect();
     kill(daemon.pid());
     std::mem::forget(daemon);
