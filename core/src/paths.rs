@@ -86,6 +86,14 @@ pub fn runtime_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Removes the sockets killed processes left in the runtime directory
+/// (`remove_stale_sockets`), for `reap` and a daemon's start: a store
+/// driven only through its daemon opens no engine that would. A directory
+/// that cannot be had has nothing to sweep.
+pub fn sweep_runtime_dir() {
+    let _ = runtime_dir();
+}
+
 /// The environment variable naming the DNS server egress proxies resolve
 /// names with, `IP:PORT` (the kit's and the tests' own server). Unset or
 /// empty: the system's resolver.

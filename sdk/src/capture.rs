@@ -173,13 +173,23 @@ pub fn remove_stale_sockets(dir: &Path) {
     }
 }
 
-/// The pid in a runtime socket's name `<prefix><pid>-<n>.sock`.
+/// The pid in a runtime socket's name `<prefix><pid>-<n>.sock`, for the
+/// prefixes tinybox gives them: `x` (core's exec ids), or a name ending in
+/// `-` (`daemon-exec-`, `docker-lifeline-`, a driver's `<name>-`). Any other
+/// name is not ours to judge.
 fn socket_maker(name: &str) -> Option<u32> {
     let (head, n) = name.strip_suffix(".sock")?.rsplit_once('-')?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let digits = head.len() - head.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let prefix = &head[..digits];
+    let named = prefix.len() > 1
+        && prefix.ends_with('-')
+        && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if prefix != "x" && !named {
+        return None;
+    }
     head[digits..].parse().ok().filter(|pid| *pid > 0)
 }
 
@@ -266,7 +276,18 @@ mod tests {
         assert_eq!(socket_maker("daemon-exec-77-0.sock"), Some(77));
         assert_eq!(socket_maker("docker-lifeline-9-12.sock"), Some(9));
         assert_eq!(socket_maker("pools-0f2f4325-55-3.sock"), Some(55));
-        for not_ours in ["x123.sock", "x-4.sock", "abc-4.sock", "x0-1.sock", "x12-4.pipe", "x12-a.sock"] {
+        for not_ours in [
+            "x123.sock",
+            "x-4.sock",
+            "abc-4.sock",
+            "x0-1.sock",
+            "x12-4.pipe",
+            "x12-a.sock",
+            "abc12-4.sock",
+            "-12-4.sock",
+            "a b-12-4.sock",
+            "12-4.sock",
+        ] {
             assert_eq!(socket_maker(not_ours), None, "{not_ours}");
         }
     }

@@ -184,6 +184,13 @@ impl Peer {
         }
     }
 
+    /// A signal that turns true once the incoming side has closed, for a
+    /// task that outlives this borrow (core's reverse routing watches a
+    /// driver's session with it).
+    pub fn closed_signal(&self) -> watch::Receiver<bool> {
+        self.closed_rx.clone()
+    }
+
     /// Stops writing: the other side reads end-of-file.
     pub fn shutdown(&self) {
         let _ = self.shutdown.send(true);

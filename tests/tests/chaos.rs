@@ -1,7 +1,9 @@
 //! The chaos suite: `tinybox` SIGKILLed at seeded points during create, rm,
 //! snapshot, fork, stop and resume on docker, namespace and microvm; a
 //! driver killed mid-call; a dockerd of the suite's own killed and started
-//! again. After each injection: `tinybox ls` names every resource that is
+//! again; the daemon's drivers, and the daemon itself, killed under execs,
+//! and the stream sockets of killed callers (chaos/supervised.rs,
+//! chaos/sockets.rs). After each injection: `tinybox ls` names every resource that is
 //! left and each created box's state matches what is really there; `rm` of
 //! every record (and `prune` of unkept snapshots) exits 0; and the count of
 //! containers, QEMU and bwrap processes, state directories, cgroups and
@@ -13,6 +15,8 @@ mod chaos {
     pub mod daemon;
     pub mod docker;
     pub mod local;
+    pub mod sockets;
+    pub mod supervised;
 }
 
 use std::process::Command;

@@ -179,12 +179,31 @@ impl Connection {
     pub async fn close(&self) {
         self.link.close().await
     }
+
+    /// How the driver's session ended, if it has: the process exited (its
+    /// status), or its connection closed while the process lingers. `None`
+    /// while it can still answer. Never waits: a session cached for reuse is
+    /// looked at before each use.
+    pub fn ended(&self) -> Option<String> {
+        self.link.ended()
+    }
+
+    /// The driver's process id, as it was started.
+    pub fn pid(&self) -> Option<u32> {
+        self.link.pid
+    }
+
+    /// Turns true once the driver's connection has closed.
+    pub fn closed_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.link.peer.closed_signal()
+    }
 }
 
 /// The process and the JSON-RPC peer talking to it.
 pub struct Link {
     pub name: String,
     peer: Peer,
+    pid: Option<u32>,
     child: tokio::sync::Mutex<Child>,
     tail: StderrTail,
     timeouts: Timeouts,
@@ -213,7 +232,8 @@ impl Connection {
         let stdout = child.stdout.take().expect("piped");
         let tail = StderrTail::collect(child.stderr.take().expect("piped"));
         let peer = Peer::start(stdout, stdin, methods, PeerOptions { expect_response_first: true });
-        let link = Link { name: name.to_owned(), peer, child: tokio::sync::Mutex::new(child), tail, timeouts };
+        let pid = child.id();
+        let link = Link { name: name.to_owned(), peer, pid, child: tokio::sync::Mutex::new(child), tail, timeouts };
         let hello = link.handshake(config, state_dir, features).await?;
         Ok(Connection { path: path.to_owned(), hello, link })
     }
@@ -332,6 +352,25 @@ impl Link {
             let _ = child.start_kill();
             let _ = child.wait().await;
         }
+    }
+
+    /// Whether the process has exited (reaping it if so) or the connection
+    /// closed. Both are looked at: a driver killed while a process it
+    /// started still holds its stdout has exited with its connection open,
+    /// and one that closed its stdout may not have exited yet.
+    fn ended(&self) -> Option<String> {
+        // Busy: a close, a kill or an explanation is waiting on the process,
+        // which then is ending; what the connection says is enough.
+        if let Ok(mut child) = self.child.try_lock()
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Some(describe_exit(status));
+        }
+        self.peer.close_reason().map(|r| match r {
+            tinybox_sdk::peer::CloseReason::Ended(why) | tinybox_sdk::peer::CloseReason::Violation(why) => {
+                format!("its connection is gone: {why}")
+            }
+        })
     }
 }
 

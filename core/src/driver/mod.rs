@@ -9,6 +9,7 @@
 pub mod connection;
 pub mod discover;
 mod passthrough;
+mod reverse;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,13 +17,15 @@ use std::sync::Arc;
 use jsonrpsee::RpcModule;
 use tinybox_sdk::model::{ExitStatus, Feature, HostName, SandboxCapabilities, SandboxName, SnapshotId, TtySize};
 use tinybox_sdk::protocol::{
-    ArchiveParams, ArchiveResult, BoxRef, CancelParams, CreateParams, CreateResult, DriverError, ErrorCode, ExecParams,
-    HandshakeResult, Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult,
-    SnapshotExecParams, SnapshotResult, SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method,
+    ArchiveParams, ArchiveResult, BoxRef, CancelParams, CreateParams, CreateResult, ExecParams, HandshakeResult,
+    Health, InspectResult, ResizeParams, Role, RunOnceParams, RunParams, RunResult, SnapshotExecParams, SnapshotResult,
+    SnapshotRmParams, SnapshotSweepParams, SnapshotSweepResult, method,
 };
 
 pub use connection::{Connection, DriverConfig, Timeouts};
 pub use passthrough::capabilities as passthrough_capabilities;
+pub use reverse::Reverse;
+use reverse::reverse_methods;
 
 use crate::error::{Error, Result};
 use crate::model::PASSTHROUGH;
@@ -64,88 +67,19 @@ impl HostLink {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
-}
 
-/// What a driver's reverse calls can reach: a sandbox's host, or a host's
-/// inner host. The host may still be starting when the driver is (both start
-/// at once); a reverse call waits for it.
-pub struct Reverse {
-    host: tokio::sync::watch::Sender<Option<Arc<HostLink>>>,
-}
-
-impl Reverse {
-    fn pending() -> Arc<Reverse> {
-        Arc::new(Reverse { host: tokio::sync::watch::Sender::new(None) })
-    }
-
-    fn new(host: Arc<HostLink>) -> Arc<Reverse> {
-        let r = Reverse::pending();
-        r.set_host(host);
-        r
-    }
-
-    fn set_host(&self, host: Arc<HostLink>) {
-        self.host.send_replace(Some(host));
-    }
-
-    async fn host(&self) -> Arc<HostLink> {
-        let mut rx = self.host.subscribe();
-        let ready = rx.wait_for(Option::is_some).await.expect("the sender lives in self");
-        ready.clone().expect("waited for Some")
-    }
-
-    /// Cancels the exec's run on the host beneath, whether or not it has
-    /// been forwarded yet: a host marks an id it has not seen so that run
-    /// never starts (a cancel may overtake the driver's `host.run`).
-    async fn cancel_forwarded(&self, exec_id: &str) -> Result<()> {
-        let host = self.host.borrow().clone();
-        if let Some(host) = host {
-            Box::pin(host.cancel(exec_id)).await?;
-        }
-        Ok(())
-    }
-
-    /// Resizes the terminal of the exec's run on the host beneath, if it
-    /// has been forwarded there.
-    async fn resize_forwarded(&self, exec_id: &str, size: TtySize) -> Result<()> {
-        let host = self.host.borrow().clone();
-        if let Some(host) = host {
-            Box::pin(host.resize(exec_id, size)).await?;
-        }
-        Ok(())
+    /// How this host's session ended, or that of the inner host it runs
+    /// through; `None` while both answer.
+    fn ended(&self) -> Option<String> {
+        let inner = || self.reverse.as_ref().and_then(|r| r.current_host()).and_then(|h| h.ended());
+        self.conn.ended().map(|how| session_ended(&self.conn, &how)).or_else(inner)
     }
 }
 
-/// The methods a driver may call back: `host.run`, forwarded to the host
-/// beneath it. A driver with nothing beneath it gets a clear refusal.
-fn reverse_methods(reverse: Option<Arc<Reverse>>) -> RpcModule<Option<Arc<Reverse>>> {
-    let mut module = RpcModule::new(reverse);
-    module
-        .register_async_method(method::HOST_RUN, |params, ctx, _| async move {
-            let Some(ctx) = ctx.as_ref().clone() else {
-                return Err(jsonrpsee::types::ErrorObjectOwned::from(DriverError::new(
-                    ErrorCode::Unsupported,
-                    "this driver has no host beneath it to run commands on",
-                )));
-            };
-            let p: RunParams = params.parse()?;
-            let result = ctx.host().await.run(p).await;
-            result.map(|status| RunResult { status }).map_err(|e| {
-                // The host driver's own error code travels on. A host driver
-                // that died or broke mid-run leaves the command's fate
-                // unknown (it may have run, or run on): interrupted, so the
-                // sandbox driver and core treat it as a lost host, not as a
-                // clean failure of the command.
-                let err = match e {
-                    Error::Driver { code, message, .. } => DriverError::new(code, message),
-                    other if other.outcome_unknown() => DriverError::new(ErrorCode::Interrupted, other.to_string()),
-                    other => DriverError::new(ErrorCode::Failed, other.to_string()),
-                };
-                jsonrpsee::types::ErrorObjectOwned::from(err)
-            })
-        })
-        .expect("unique method");
-    module
+/// "driver N (pid P) HOW", for the line that says a session is replaced.
+fn session_ended(conn: &Connection, how: &str) -> String {
+    let pid = conn.pid().map(|p| format!(" (pid {p})")).unwrap_or_default();
+    format!("driver {}{pid} ended ({how})", conn.name())
 }
 
 /// A sandbox, ready to make and drive boxes on one host.
@@ -323,6 +257,18 @@ impl SandboxLink {
         }
     }
 
+    /// How this session ended, or that of the host it runs on; `None`
+    /// while both answer.
+    fn ended(&self) -> Option<String> {
+        match self {
+            SandboxLink::Passthrough { host } => host.ended(),
+            SandboxLink::Driver { conn, reverse, .. } => conn
+                .ended()
+                .map(|how| session_ended(conn, &how))
+                .or_else(|| reverse.current_host().and_then(|h| h.ended())),
+        }
+    }
+
     pub fn connection(&self) -> Option<&Connection> {
         match self {
             SandboxLink::Passthrough { .. } => None,
@@ -330,6 +276,9 @@ impl SandboxLink {
         }
     }
 }
+
+/// Where `Drivers` says that it replaced a dead session.
+type Notice = Box<dyn Fn(&str) + Send + Sync>;
 
 /// Starts drivers on first use and keeps them for the life of the process.
 pub struct Drivers {
@@ -339,12 +288,20 @@ pub struct Drivers {
     table: std::sync::RwLock<crate::hosts::HostTable>,
     hosts: tokio::sync::Mutex<HashMap<HostName, Arc<HostLink>>>,
     sandboxes: tokio::sync::Mutex<HashMap<(SandboxName, HostName), Arc<SandboxLink>>>,
+    /// Told when a session found dead is replaced (the daemon logs it).
+    notice: std::sync::OnceLock<Notice>,
 }
 
 impl Drivers {
     pub fn new(config: DriverConfig) -> Self {
         let table = std::sync::RwLock::new(config.hosts.clone());
-        Drivers { config, table, hosts: Default::default(), sandboxes: Default::default() }
+        Drivers {
+            config,
+            table,
+            hosts: Default::default(),
+            sandboxes: Default::default(),
+            notice: std::sync::OnceLock::new(),
+        }
     }
 
     /// How host `name` is reached, if it is known.
@@ -363,8 +320,19 @@ impl Drivers {
     }
 
     async fn host_via(&self, name: &HostName, chain: &mut Vec<HostName>) -> Result<Arc<HostLink>> {
-        if let Some(h) = self.hosts.lock().await.get(name) {
-            return Ok(h.clone());
+        {
+            let mut hosts = self.hosts.lock().await;
+            if let Some(h) = hosts.get(name) {
+                // A session that died stays dead: drop it and start another
+                // (docs/adr/0038-dead-driver-sessions.md).
+                match h.ended() {
+                    None => return Ok(h.clone()),
+                    Some(why) => {
+                        self.tell(&format!("host {name}: {why}; a new session serves the next request"));
+                        hosts.remove(name);
+                    }
+                }
+            }
         }
         let entry = self.host_entry(name).ok_or_else(|| Error::UnknownHost {
             name: name.to_string(),
@@ -386,6 +354,9 @@ impl Drivers {
         };
         let conn =
             spawn_checked(&entry.driver, Role::Host, methods, &self.config, entry.config.clone(), Vec::new()).await?;
+        if let Some(reverse) = &reverse {
+            reverse.set_session(conn.closed_signal());
+        }
         let link = Arc::new(HostLink { name: name.clone(), conn, reverse });
         self.hosts.lock().await.insert(name.clone(), link.clone());
         Ok(link)
@@ -397,7 +368,13 @@ impl Drivers {
         // Held across the start, so concurrent callers share one driver process.
         let mut sandboxes = self.sandboxes.lock().await;
         if let Some(s) = sandboxes.get(&key) {
-            return Ok(s.clone());
+            match s.ended() {
+                None => return Ok(s.clone()),
+                Some(why) => {
+                    self.tell(&format!("sandbox {name} on host {host}: {why}; a new session serves the next request"));
+                    sandboxes.remove(&key);
+                }
+            }
         }
         let link = if name.as_str() == PASSTHROUGH {
             SandboxLink::Passthrough { host: self.host(host).await? }
@@ -422,6 +399,8 @@ impl Drivers {
                 spawn_checked(name.as_str(), Role::Sandbox, methods, &self.config, config, features)
             );
             let conn = conn?;
+            // Before the host is set, which every reverse call waits for.
+            reverse.set_session(conn.closed_signal());
             match host_link {
                 Ok(h) => reverse.set_host(h),
                 Err(e) => {
@@ -438,6 +417,18 @@ impl Drivers {
 
     pub fn config(&self) -> &DriverConfig {
         &self.config
+    }
+
+    /// Where to say that a dead session was replaced; the first setting
+    /// holds. Unset, it is said nowhere (a CLI command ends with its error).
+    pub fn on_notice(&self, notice: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.notice.set(Box::new(notice));
+    }
+
+    fn tell(&self, line: &str) {
+        if let Some(notice) = self.notice.get() {
+            notice(line);
+        }
     }
 
     /// Closes every driver this process started.

@@ -121,6 +121,8 @@ impl Tinybox {
     /// Destroys every ephemeral box whose ttl has passed. One failure does
     /// not stop the rest; each box's outcome is reported.
     pub async fn reap(&self) -> Result<Vec<ReapOutcome>> {
+        // What killed commands left is reaped too: their stream sockets.
+        crate::paths::sweep_runtime_dir();
         let now = self.clock.now();
         let mut outcomes = Vec::new();
         for info in self.store.list()? {

@@ -45,8 +45,13 @@ impl Docker {
             let ended = self.run_command(host, params, &running).await;
             // Its end is known (a stopped command is dead): the watcher may
             // go. Without these bytes, as when this process dies, it stops
-            // the command.
-            let _ = std::io::Write::write_all(&mut lifeline, argv::LIFELINE_RELEASE);
+            // the command. A run that failed leaves the command's end
+            // unknown — core went away (its daemon killed), or the host did
+            // — so the watcher is not released: it stops the command
+            // rather than leave it running with nobody to read it.
+            if ended.is_ok() {
+                let _ = std::io::Write::write_all(&mut lifeline, argv::LIFELINE_RELEASE);
+            }
             drop(lifeline);
             ended
         };
