@@ -496,7 +496,7 @@ impl Tinybox {
         if request.pool_only {
             return Err(match outcome {
                 crate::engine::PoolOutcome::Differs { pool, fields } => PoolError::Differs { pool, fields },
-                _ => PoolError::Empty { pool: name.clone() },
+                _ => PoolError::Empty { pool: name.clone(), filling: refilled.then(|| self.pool_filling(name)) },
             }
             .into());
         }

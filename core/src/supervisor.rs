@@ -463,7 +463,7 @@ async fn tick(engine: &Tinybox, status: &RefCell<DaemonStatus>) {
             for o in outcomes {
                 match &o.error {
                     None => {
-                        log(&format!("reaped {} (its ttl ended at {})", o.id, o.expired_at));
+                        log(&format!("reaped {} ({})", o.id, o.why()));
                         status.borrow_mut().reaped += 1;
                     }
                     Some(e) => failed(&format!("reaping box {}", o.id), e),

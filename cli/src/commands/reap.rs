@@ -11,12 +11,16 @@ pub async fn run(app: &App) -> Result<u8, Error> {
     if app.json {
         output::json(&outcomes);
     } else if outcomes.is_empty() {
-        eprintln!("tinybox: nothing has expired");
+        eprintln!("tinybox: nothing has expired, and no create was left half-made");
     } else {
         let mut t = output::table(&["ID", "EXPIRED", "RESULT"]);
         for o in &outcomes {
             let result = o.error.clone().map(|e| format!("failed: {e}")).unwrap_or_else(|| "removed".into());
-            t.add_row(vec![o.id.to_string(), output::timestamp(o.expired_at), result]);
+            let when = match o.expired_at {
+                Some(at) => output::timestamp(at),
+                None => o.why(),
+            };
+            t.add_row(vec![o.id.to_string(), when, result]);
         }
         output::print_table(&t);
     }

@@ -52,6 +52,9 @@ pub async fn exec(host: &HostLink, params: ExecParams) -> Result<ExitStatus> {
     .await
 }
 
-pub async fn inspect(_host: &HostLink, _target: BoxRef) -> Result<InspectResult> {
+pub async fn inspect(_host: &HostLink, target: BoxRef) -> Result<InspectResult> {
+    if target.interrupted_namespace().is_some() {
+        return Ok(InspectResult { state: BoxState::Gone, detail: Some("a passthrough create makes nothing".into()) });
+    }
     Ok(InspectResult { state: BoxState::Ready, detail: Some("passthrough boxes have no state of their own".into()) })
 }

@@ -62,7 +62,7 @@ impl Tinybox {
         let now = self.clock.now();
         let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo {
             pool: pool.clone(),
-            ..BoxInfo::creating(id, spec.clone(), Some(now))
+            ..BoxInfo::creating_here(id, spec.clone(), Some(now))
         })?;
         let mut synced_dir = None;
         let result = async {
@@ -102,6 +102,7 @@ impl Tinybox {
                 info.workspace = Some(workspace.clone());
                 info.runner = runner.clone();
                 info.workspace_dir = bound_dir.clone();
+                info.creator = None;
             })?),
             Err(e) => {
                 if e.outcome_unknown() {

@@ -6,6 +6,7 @@
 mod choose;
 mod copy;
 mod create;
+mod creating;
 mod drivers_report;
 mod egress;
 mod exec;
@@ -183,7 +184,7 @@ impl Tinybox {
             return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some(detail) });
         }
         let Some(ws) = info.workspace.clone() else {
-            return Ok(BoxView { info, state: BoxState::Gone, state_detail: Some("creation did not finish".into()) });
+            return Ok(self.inspect_creating(info).await);
         };
         let link = self.drivers.sandbox(&ws.placement.sandbox, &ws.placement.host).await?;
         let r = link.inspect(BoxRef { box_id: info.id.clone(), handle: ws.handle.clone() }).await?;

@@ -105,6 +105,13 @@ impl Tinybox {
             .collect())
     }
 
+    /// How many members of pool `name` are being made now (none when the
+    /// store cannot be read: this only words a refusal).
+    pub(crate) fn pool_filling(&self, name: &str) -> usize {
+        let boxes = self.store.list().unwrap_or_default();
+        boxes.iter().filter(|b| b.pool.as_deref() == Some(name) && b.phase == Phase::Creating).count()
+    }
+
     /// Forgets a pool and removes every box still waiting in it (or being
     /// made for it). Boxes already handed out are the takers' and stay.
     pub async fn pool_remove(&self, name: &str) -> Result<Vec<BoxId>> {
@@ -296,3 +303,7 @@ mod tests {
         assert_eq!(differences(&pool, &other), ["pids", "sandbox", "untrusted"]);
     }
 }
+
+#[cfg(test)]
+#[path = "pools/pool_only_tests.rs"]
+mod pool_only_tests;

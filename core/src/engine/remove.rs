@@ -12,10 +12,26 @@ use crate::model::{BoxInfo, Instance, Phase};
 #[derive(Debug, Clone, Serialize)]
 pub struct ReapOutcome {
     pub id: BoxId,
-    pub expired_at: u64,
+    /// When its ttl ended; `None` for an interrupted create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expired_at: Option<u64>,
+    /// For a create whose creator ended before it finished: that creator's pid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<u32>,
     /// `None` when the box was destroyed; otherwise why it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl ReapOutcome {
+    /// Why the box was reaped, for a log line or a table.
+    pub fn why(&self) -> String {
+        match (self.expired_at, self.interrupted_by) {
+            (Some(at), _) => format!("its ttl ended at {at}"),
+            (None, Some(pid)) => format!("its create was interrupted: its creator, pid {pid}, has ended"),
+            (None, None) => "its create was interrupted".into(),
+        }
+    }
 }
 
 /// What `rm` did to the boxes it was given (`tinybox rm --json` and the
@@ -118,17 +134,28 @@ impl Tinybox {
         }
     }
 
-    /// Destroys every ephemeral box whose ttl has passed. One failure does
-    /// not stop the rest; each box's outcome is reported.
+    /// Destroys every ephemeral box whose ttl has passed, and every create
+    /// whose creator ended before finishing it (what it made is found by
+    /// the box's name, as `rm` finds it). One failure does not stop the
+    /// rest; each box's outcome is reported.
     pub async fn reap(&self) -> Result<Vec<ReapOutcome>> {
         // What killed commands left is reaped too: their stream sockets.
         crate::paths::sweep_runtime_dir();
         let now = self.clock.now();
         let mut outcomes = Vec::new();
         for info in self.store.list()? {
-            let Some(expired_at) = info.expires_at().filter(|_| info.is_expired(now)) else { continue };
+            let expired_at = info.expires_at().filter(|_| info.is_expired(now));
+            let interrupted_by = info.creator.as_ref().filter(|_| info.interrupted_create()).map(|c| c.pid);
+            if expired_at.is_none() && interrupted_by.is_none() {
+                continue;
+            }
             let error = self.remove(&info.id).await.err().map(|e| e.to_string());
-            outcomes.push(ReapOutcome { id: info.id, expired_at, error });
+            outcomes.push(ReapOutcome {
+                id: info.id,
+                expired_at,
+                interrupted_by: interrupted_by.filter(|_| expired_at.is_none()),
+                error,
+            });
         }
         Ok(outcomes)
     }

@@ -105,7 +105,7 @@ impl Tinybox {
             snapshot: None,
         };
         let now = self.clock.now();
-        let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating(id, spec.clone(), Some(now)))?;
+        let id = insert_new(self.store.as_ref(), &mut |id| BoxInfo::creating_here(id, spec.clone(), Some(now)))?;
         // `host rm` removes a host under its file's lock; one it removed
         // before seeing this reservation must not be used.
         if let Err(e) = self.hosts_still_known(spec) {

@@ -121,6 +121,11 @@ pub struct BoxInfo {
     /// expires: its ttl starts at hand-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
+    /// While `creating`: the process making it, so a reaper removes a
+    /// create whose creator died and leaves one under way. `None` in a
+    /// record written before creators were recorded: left to its ttl.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creator: Option<super::Creator>,
 }
 
 impl BoxInfo {
@@ -137,7 +142,19 @@ impl BoxInfo {
             pending_snapshots: Vec::new(),
             workspace_dir: None,
             pool: None,
+            creator: None,
         }
+    }
+
+    /// [`BoxInfo::creating`], made by this process.
+    pub fn creating_here(id: BoxId, spec: BoxSpec, created_at: Option<u64>) -> Self {
+        BoxInfo { creator: super::Creator::this_process(), ..BoxInfo::creating(id, spec, created_at) }
+    }
+
+    /// Whether this is a create whose creator has ended without finishing
+    /// it: nobody will, and `rm` (or a reaper) removes what it made.
+    pub fn interrupted_create(&self) -> bool {
+        self.phase == Phase::Creating && self.creator.as_ref().is_some_and(|c| !c.may_be_running())
     }
 
     /// Whether the box is ready and waiting in a pool (not yet anyone's).

@@ -363,11 +363,23 @@ impl Docker {
     /// show a running box as stopped, and a removal a going one. So a
     /// paused or removing container is looked at again (bounded by
     /// [`SETTLE_WAIT`]); one still so after that is reported as it is.
+    /// A box whose create never answered is looked up by its container's
+    /// name alone (`BoxRef::interrupted`), as `sandbox.destroy` finds it.
     pub async fn inspect(&self, host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
-        let handle = Handle::of(&target)?;
+        let (container, unpublished) = match target.interrupted_namespace() {
+            Some(namespace) => {
+                tinybox_sdk::model::names::validate_name("namespace", namespace)
+                    .map_err(|e| DriverError::invalid(e.to_string()))?;
+                (argv::container_name(namespace, target.box_id.as_str()), None)
+            }
+            None => {
+                let handle = Handle::of(&target)?;
+                (handle.container, handle.unpublished)
+            }
+        };
         let start = std::time::Instant::now();
         let seen = loop {
-            let seen = host.capture(argv::inspect_state(&handle.container)).await?;
+            let seen = host.capture(argv::inspect_state(&container)).await?;
             let passing = seen.success()
                 && serde_json::from_slice::<state::ContainerState>(&seen.stdout)
                     .is_ok_and(|s| matches!(s.status.as_str(), "paused" | "removing"));
@@ -376,8 +388,8 @@ impl Docker {
             }
             tokio::time::sleep(CLAIM_POLL).await;
         };
-        let mut result = read_state(&target.box_id, &handle.container, &seen)?;
-        if let (Some(note), Some(detail)) = (&handle.unpublished, result.detail.as_mut()) {
+        let mut result = read_state(&target.box_id, &container, &seen)?;
+        if let (Some(note), Some(detail)) = (&unpublished, result.detail.as_mut()) {
             detail.push_str(&format!("; {note}"));
         }
         Ok(result)

@@ -32,8 +32,15 @@ fi
 as_owner() {
     if [ -n "$runas" ]; then setpriv --reuid="${runas%%:*}" --regid="${runas#*:}" --clear-groups -- "$@"; else "$@"; fi
 }
-as_owner bwrap --unshare-user --unshare-pid --ro-bind / / true || exit 5
-as_owner bwrap --unshare-user --unshare-pid --ro-bind / / --ro-bind "$ws" /tmp true 2>/dev/null || exit 9
+# A root of what a box binds (bwrap.rs), never `/`: bwrap copies every
+# mount beneath a bound directory and remounts each, and under `/` those
+# include docker's container roots, which come and go meanwhile.
+in_box_root() {
+    as_owner bwrap --unshare-user --unshare-pid --ro-bind /usr /usr \
+        --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 "$@"
+}
+in_box_root true || exit 5
+in_box_root --ro-bind "$ws" /tmp true || exit 9
 if [ "$3" = egress ]; then
     command -v slirp4netns >/dev/null 2>&1 || exit 6
     command -v unshare >/dev/null 2>&1 || exit 6
@@ -61,6 +68,13 @@ pub fn read(
     own: Option<&str>,
     endpoint: Option<&EgressEndpoint>,
 ) -> Result<(String, String, String), DriverError> {
+    if let (Some(5 | 9), Some(mount)) = (out.status.code, submount_named(&out.stderr_text())) {
+        return Err(DriverError::failed(format!(
+            "the host check's bwrap failed on {mount}, a mount beneath a directory it bound that changed meanwhile \
+             (docker's container roots come and go so), not a refusal of the host's: try again ({})",
+            out.stderr_text().trim()
+        )));
+    }
     match out.status.code {
         Some(0) => {
             let text = out.stdout_text();
@@ -114,3 +128,25 @@ pub fn read(
         _ => Err(DriverError::failed(format!("the host check failed ({}): {}", out.status, out.stderr_text()))),
     }
 }
+
+/// Where the probe's bwraps bind something in their new root (`/newroot`
+/// to bwrap): the root itself and PROBE's `in_box_root`.
+const BOUND: [&str; 6] = ["", "usr", "bin", "lib", "lib64", "tmp"];
+
+/// The mount a bwrap failure names under its new root when it is none
+/// the probe bound, as the host path: a mount beneath a bound directory,
+/// which bwrap copies and remounts one by one, and which vanished or
+/// changed in between. That is no refusal of user namespaces, nor a
+/// workspace its owner cannot reach.
+pub fn submount_named(stderr: &str) -> Option<String> {
+    stderr.match_indices("/newroot/").find_map(|(at, m)| {
+        let rest = &stderr[at + m.len()..];
+        let end = rest.find(['"', '\'', ':', ' ', '\n']).unwrap_or(rest.len());
+        let path = rest[..end].trim_end_matches('/');
+        (!BOUND.contains(&path)).then(|| format!("/{path}"))
+    })
+}
+
+#[cfg(test)]
+#[path = "probe_tests.rs"]
+mod tests;

@@ -21,11 +21,26 @@ pub enum PoolError {
     NoStore,
     #[error("pool {pool}'s recorded request cannot be read ({detail}); `tinybox pool rm {pool}` and create it again")]
     Unreadable { pool: String, detail: String },
-    #[error("pool {pool} has no box ready (--pool-only refuses a cold create); `tinybox daemon start` refills pools")]
-    Empty { pool: String },
+    #[error("pool {pool} has no box ready (--pool-only refuses a cold create); {}", refill(*.filling))]
+    Empty {
+        pool: String,
+        /// How many of its boxes are being made, when a daemon (the
+        /// supervisor lock's holder) refills it; `None` when nothing does.
+        filling: Option<usize>,
+    },
     #[error(
         "the request differs from pool {pool}'s in {} (--pool-only refuses a cold create); `tinybox pool ls` shows what the pool makes",
         .fields.join(", ")
     )]
     Differs { pool: String, fields: Vec<String> },
+}
+
+/// Who refills an empty pool, said as it is: the daemon when one holds
+/// the store's supervisor lock, else nobody until it is started.
+fn refill(filling: Option<usize>) -> String {
+    match filling {
+        Some(0) => "the daemon refills it at its next round (`tinybox daemon status` says why when it cannot)".into(),
+        Some(n) => format!("the daemon is refilling it: {n} filling"),
+        None => "`tinybox daemon start` refills pools".into(),
+    }
 }
