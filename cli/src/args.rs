@@ -279,6 +279,47 @@ impl CommandArgs {
     }
 }
 
+/// An operator's ceiling over what an agent may ask for (`tinybox mcp`,
+/// `tinybox serve`): core's `Ceiling`, as flags.
+#[derive(Debug, clap::Args)]
+pub struct CeilingArgs {
+    /// The sandbox every box gets (default: the strongest healthy one that passes the floor).
+    #[arg(long)]
+    pub sandbox: Option<tinybox_core::model::SandboxName>,
+    /// Allow boxes below the isolation floor for untrusted code (the default refuses them).
+    #[arg(long)]
+    pub trusted: bool,
+    /// The most network a box may have; an agent asks for egress only when this is egress.
+    #[arg(long, value_enum, default_value = "deny")]
+    pub network: NetworkArg,
+    /// The longest a box may live (and its default).
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub ttl: std::time::Duration,
+    /// The most memory a box may have (and its default).
+    #[arg(long, value_parser = parse_size, default_value = "1G")]
+    pub memory: u64,
+    /// The most processes a box may have (and its default).
+    #[arg(long, default_value_t = 256)]
+    pub pids: u64,
+    /// The most cores a box may have (and its default).
+    #[arg(long, value_parser = parse_cpus, default_value = "1")]
+    pub cpus: f64,
+}
+
+impl CeilingArgs {
+    pub fn ceiling(&self) -> tinybox_core::ceiling::Ceiling {
+        tinybox_core::ceiling::Ceiling {
+            sandbox: self.sandbox.clone(),
+            untrusted: !self.trusted,
+            network: self.network.into(),
+            ttl_secs: self.ttl.as_secs(),
+            memory_bytes: self.memory,
+            pids: self.pids,
+            cpus: self.cpus,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};

@@ -158,6 +158,11 @@ pub fn run_source(command: &str, timeout: std::time::Duration) -> Result<String,
         return Err(format!("the command did not finish within {timeout:?} and was killed"));
     };
     let status = child.wait().map_err(|e| format!("cannot wait for the command: {e}"))?;
+    // Cut off past the most a value holds: its pipe was closed, so how it
+    // ended (SIGPIPE, say) says nothing of its own.
+    if value.as_ref().is_ok_and(|v| v.len() > MAX_VALUE + 2) {
+        return Err(format!("it is over {MAX_VALUE} bytes"));
+    }
     let why = errors.join().unwrap_or_default();
     if !status.success() {
         let why = String::from_utf8_lossy(&why);

@@ -375,6 +375,23 @@ pub fn workspace_packages() -> Vec<serde_json::Value> {
     v["packages"].as_array().expect("packages").clone()
 }
 
+/// Every file under `dir` with its contents, in order: a store as a value,
+/// to show a refused request changed nothing.
+pub fn tree_contents(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut all = Vec::new();
+    let mut entries: Vec<std::path::PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            all.push((path.clone(), Vec::new()));
+            all.extend(tree_contents(&path));
+        } else {
+            all.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,30 @@ pub fn run(env: &BoxEnv, dns: &DnsServer, world: &TlsWorld, args: &[&str]) -> Ou
         .expect("run tinybox")
 }
 
+/// `tinybox create PLACEMENT...` of a box with secret T from `source`
+/// bound to bound.test, and bound.test, unbound.test and the test host
+/// `peer_addr` on its allowlist (the test host's address is a private
+/// one, which only a listed address reaches); the box's id.
+pub fn create_secret_box(
+    env: &BoxEnv,
+    dns: &DnsServer,
+    world: &TlsWorld,
+    placement: &[&str],
+    peer_addr: &str,
+    source: &str,
+) -> String {
+    let mut args = vec!["create".to_owned()];
+    args.extend(placement.iter().map(|a| (*a).to_owned()));
+    for host in ["bound.test", "unbound.test", peer_addr] {
+        args.extend(["--allow-host".to_owned(), format!("{host}:{PORT}")]);
+    }
+    args.extend(["--secret".into(), format!("T={source}"), "--secret-host".into(), "T=bound.test".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(env, dns, world, &args);
+    assert!(out.status.success(), "create: {}", text(&out.stderr));
+    text(&out.stdout).trim().to_owned()
+}
+
 /// `sh -c SCRIPT` in box `id`, which must succeed; its stdout.
 pub fn in_box(env: &BoxEnv, dns: &DnsServer, world: &TlsWorld, id: &str, script: &str) -> String {
     let out = run(env, dns, world, &["exec", id, "--", "sh", "-c", script]);

@@ -4,25 +4,9 @@
 //! store is left as it was; a sandbox that does not declare
 //! `secret_injection` is refused by the gate. Run as this user.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tinybox_tests::boxes::{BoxEnv, Principal};
-
-/// Every file under `dir` with its contents, in order: the store as a value.
-fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut all = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            all.push((path.clone(), Vec::new()));
-            all.extend(contents(&path));
-        } else {
-            all.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
-        }
-    }
-    all
-}
 
 #[test]
 fn each_bad_secret_request_is_one_line_and_creates_nothing() {
@@ -73,7 +57,7 @@ fn each_bad_secret_request_is_one_line_and_creates_nothing() {
             "env T is also a secret's name".into(),
         ),
     ];
-    let before = contents(env.store.path());
+    let before = tinybox_tests::tree_contents(env.store.path());
     for (extra, want) in &cases {
         let mut args = base.to_vec();
         args.extend(extra);
@@ -107,6 +91,6 @@ fn assert_refused(env: &BoxEnv, args: &[&str], want: &str, before: Option<&[(Pat
     assert!(lines[0].contains(want), "{args:?}: {err:?} should say {want:?}");
     assert!(!err.contains("real-value"), "{args:?}: the value itself is never quoted: {err}");
     if let Some(before) = before {
-        assert_eq!(contents(env.store.path()), before, "{args:?}: the store changed");
+        assert_eq!(tinybox_tests::tree_contents(env.store.path()), before, "{args:?}: the store changed");
     }
 }

@@ -16,7 +16,7 @@ use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::egress::text;
 use tinybox_tests::netns::TestHost;
-use tinybox_tests::secrets_scenario::{PORT, in_box, run};
+use tinybox_tests::secrets_scenario::{PORT, create_secret_box, in_box, run};
 use tinybox_tests::tls_world::{PACKAGE_MARK, REPO_MARK, TlsWorld, install_python, install_undici};
 use tinybox_tests::{have, skip};
 
@@ -60,30 +60,15 @@ fn httpx_node_git_and_pip_use_a_secret_they_never_see() {
     // The source is a command, as `gh auth token` would be: it prints the value.
     let secret_file = world.dir.path().join("token");
     std::fs::write(&secret_file, format!("{value}\n")).unwrap();
-    let source = format!("T=cmd:cat '{}'", secret_file.display());
-    // The test host's address is a private one, which only a listed address reaches.
-    let (bound, unbound, address) =
-        (format!("bound.test:{PORT}"), format!("unbound.test:{PORT}"), format!("{}:{PORT}", peer.addr));
-    let create = [
-        "create",
-        "--sandbox",
-        "namespace",
-        "--workspace",
-        ws.to_str().unwrap(),
-        "--allow-host",
-        &bound,
-        "--allow-host",
-        &unbound,
-        "--allow-host",
-        &address,
-        "--secret",
+    let source = format!("cmd:cat '{}'", secret_file.display());
+    let id = create_secret_box(
+        &env,
+        &dns,
+        &world,
+        &["--sandbox", "namespace", "--workspace", ws.to_str().unwrap()],
+        &peer.addr,
         &source,
-        "--secret-host",
-        "T=bound.test",
-    ];
-    let out = run(&env, &dns, &world, &create);
-    assert!(out.status.success(), "create: {}", text(&out.stderr));
-    let id = text(&out.stdout).trim().to_owned();
+    );
     let placeholder = in_box(&env, &dns, &world, &id, "printf %s \"$T\"");
     assert!(placeholder.starts_with("tinybox-placeholder-"), "{placeholder}");
 

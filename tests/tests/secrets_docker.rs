@@ -15,7 +15,7 @@ use tinybox_tests::dns::DnsServer;
 use tinybox_tests::docker::{Namespace, docker, unavailable};
 use tinybox_tests::egress::{proxy_dir, text};
 use tinybox_tests::netns::TestHost;
-use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, holds, in_box, run};
+use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, create_secret_box, holds, in_box, run};
 use tinybox_tests::skip;
 use tinybox_tests::tls_world::TlsWorld;
 
@@ -46,32 +46,14 @@ fn a_docker_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
     let value = format!("tbx-real-docker-{}-{}", std::process::id(), peer.port);
     let secret_file = world.dir.path().join("token");
     std::fs::write(&secret_file, format!("{value}\n")).unwrap();
-    let (bound, unbound, address) =
-        (format!("bound.test:{PORT}"), format!("unbound.test:{PORT}"), format!("{}:{PORT}", peer.addr));
-    let source = format!("T=file:{}", secret_file.display());
-    let create = [
-        "create",
-        "--sandbox",
-        "docker",
-        "--namespace",
-        &ns.name,
-        "--image",
-        image,
-        "--persistent",
-        "--allow-host",
-        &bound,
-        "--allow-host",
-        &unbound,
-        "--allow-host",
-        &address,
-        "--secret",
-        &source,
-        "--secret-host",
-        "T=bound.test",
-    ];
-    let out = run(&env, &dns, &world, &create);
-    assert!(out.status.success(), "create: {}", text(&out.stderr));
-    let id = text(&out.stdout).trim().to_owned();
+    let id = create_secret_box(
+        &env,
+        &dns,
+        &world,
+        &["--sandbox", "docker", "--namespace", &ns.name, "--image", image, "--persistent"],
+        &peer.addr,
+        &format!("file:{}", secret_file.display()),
+    );
 
     let clients = Clients {
         pythonpath: PYLIB,

@@ -16,7 +16,7 @@ use tinybox_tests::boxes::{BoxEnv, Principal};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::egress::text;
 use tinybox_tests::netns::TestHost;
-use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, run};
+use tinybox_tests::secrets_scenario::{Clients, PORT, check_box, create_secret_box, run};
 use tinybox_tests::tls_world::{TlsWorld, install_requests};
 use tinybox_tests::{have, skip};
 
@@ -49,29 +49,14 @@ fn a_namespace_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
     let secret_file = world.dir.path().join("token");
     std::fs::write(&secret_file, format!("{value}\n")).unwrap();
     let ws = env.workspace.path().to_str().unwrap().to_owned();
-    let (bound, unbound, address) =
-        (format!("bound.test:{PORT}"), format!("unbound.test:{PORT}"), format!("{}:{PORT}", peer.addr));
-    let source = format!("T=file:{}", secret_file.display());
-    let create = [
-        "create",
-        "--sandbox",
-        "namespace",
-        "--workspace",
-        &ws,
-        "--allow-host",
-        &bound,
-        "--allow-host",
-        &unbound,
-        "--allow-host",
-        &address,
-        "--secret",
-        &source,
-        "--secret-host",
-        "T=bound.test",
-    ];
-    let out = run(&env, &dns, &world, &create);
-    assert!(out.status.success(), "create: {}", text(&out.stderr));
-    let id = text(&out.stdout).trim().to_owned();
+    let id = create_secret_box(
+        &env,
+        &dns,
+        &world,
+        &["--sandbox", "namespace", "--workspace", &ws],
+        &peer.addr,
+        &format!("file:{}", secret_file.display()),
+    );
 
     let clients = Clients {
         pythonpath: "/workspace/pylib",

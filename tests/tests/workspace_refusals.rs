@@ -4,25 +4,7 @@
 //! leaves the store as it was. Run as this user and, when we are root,
 //! rootless as the unprivileged test user too.
 
-use std::path::{Path, PathBuf};
-
 use tinybox_tests::boxes::{BoxEnv, Principal};
-
-/// Every file under `dir` with its contents, in order: the store as a value.
-fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut all = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            all.push((path.clone(), Vec::new()));
-            all.extend(contents(&path));
-        } else {
-            all.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
-        }
-    }
-    all
-}
 
 #[test]
 fn the_machine_a_system_directory_and_the_store_are_refused_as_workspaces() {
@@ -42,7 +24,7 @@ fn the_machine_a_system_directory_and_the_store_are_refused_as_workspaces() {
             ("/proc".to_owned(), "the kernel's view of every process", SYSTEM),
             (store.clone(), "tinybox's own records (the store)", STORE),
         ];
-        let before = contents(env.store.path());
+        let before = tinybox_tests::tree_contents(env.store.path());
         for (workspace, what, rule) in cases {
             let out = env.run(&["create", "--sandbox", "namespace", "--workspace", &workspace]);
             let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -53,7 +35,7 @@ fn the_machine_a_system_directory_and_the_store_are_refused_as_workspaces() {
             assert_eq!(lines.len(), 1, "{label}: one line: {err}");
             assert!(lines[0].starts_with(&format!("tinybox: workspace {workspace} ")), "{label}: names it: {err}");
             assert!(lines[0].contains(what) && lines[0].contains(rule), "{label}: says why: {err}");
-            assert_eq!(contents(env.store.path()), before, "{label}: the store changed");
+            assert_eq!(tinybox_tests::tree_contents(env.store.path()), before, "{label}: the store changed");
         }
         let out = env.run(&["--json", "ls"]);
         assert_eq!(serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), serde_json::json!([]));

@@ -11,12 +11,10 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use tinybox_api::{Api, Config, Token};
-use tinybox_core::ceiling::Ceiling;
-use tinybox_core::model::SandboxName;
 use tinybox_core::{Error, Tinybox};
 
 use super::App;
-use crate::args::{NetworkArg, parse_cpus, parse_duration, parse_size};
+use crate::args::{CeilingArgs, parse_duration, parse_size};
 
 /// Where a running server says where it listens (read by `serve env`).
 const ADDRESS_FILE: &str = "api.json";
@@ -32,27 +30,8 @@ pub struct ServeCmd {
     /// The image an E2B `base` template means (default: the sandbox's own default).
     #[arg(long)]
     pub base_image: Option<String>,
-    /// The sandbox every box gets (default: the strongest healthy one that passes the floor).
-    #[arg(long)]
-    pub sandbox: Option<SandboxName>,
-    /// Allow boxes below the isolation floor for untrusted code (the default refuses them).
-    #[arg(long)]
-    pub trusted: bool,
-    /// The most network a box may have.
-    #[arg(long, value_enum, default_value = "deny")]
-    pub network: NetworkArg,
-    /// The longest a box may live (and its default).
-    #[arg(long, value_parser = parse_duration, default_value = "1h")]
-    pub ttl: Duration,
-    /// The most memory a box may have (and its default).
-    #[arg(long, value_parser = parse_size, default_value = "1G")]
-    pub memory: u64,
-    /// The most processes a box may have (and its default).
-    #[arg(long, default_value_t = 256)]
-    pub pids: u64,
-    /// The most cores a box may have (and its default).
-    #[arg(long, value_parser = parse_cpus, default_value = "1")]
-    pub cpus: f64,
+    #[command(flatten)]
+    pub ceiling: CeilingArgs,
     /// What a buffered exec keeps of each stream, and the largest file a read returns.
     #[arg(long, value_parser = parse_size, default_value = "16M")]
     pub max_output: u64,
@@ -97,15 +76,7 @@ impl ServeCmd {
         let mut engine = Tinybox::open(&app.store_dir)?;
         engine.set_verifier(Arc::new(crate::verifier::Kit { json: true }));
         let config = Config {
-            ceiling: Ceiling {
-                sandbox: self.sandbox,
-                untrusted: !self.trusted,
-                network: self.network.into(),
-                ttl_secs: self.ttl.as_secs(),
-                memory_bytes: self.memory,
-                pids: self.pids,
-                cpus: self.cpus,
-            },
+            ceiling: self.ceiling.ceiling(),
             max_output: self.max_output,
             timeout: self.timeout,
             base_image: self.base_image,
@@ -125,7 +96,7 @@ impl ServeCmd {
         // command still running in one ends when its box does.
         let leaving = api.clone();
         let shutdown = async move {
-            stopped().await;
+            super::daemon::shutdown().await;
             leaving.remove_all().await;
         };
         let served = axum::serve(listener, api.router()).with_graceful_shutdown(shutdown).await;
@@ -134,21 +105,6 @@ impl ServeCmd {
         api.engine.close().await;
         served.map_err(|e| Error::io("the API server stopped", e))?;
         Ok(0)
-    }
-}
-
-/// Resolves when the server is asked to stop (SIGTERM, SIGINT, SIGHUP).
-async fn stopped() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
-    else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = hup.recv() => {}
     }
 }
 

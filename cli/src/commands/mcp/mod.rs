@@ -18,38 +18,19 @@ use rmcp::{RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, 
 use serde::Deserialize;
 use tinybox_core::capture::{self, Capture};
 use tinybox_core::ceiling::{AgentCreate, Ceiling};
-use tinybox_core::model::{BoxId, SandboxName};
+use tinybox_core::model::BoxId;
 use tinybox_core::request::{ExecOptions, NetworkChoice, Size, StdinGiven};
 use tinybox_core::{Error, Tinybox};
 
 use super::App;
-use crate::args::{NetworkArg, parse_cpus, parse_duration, parse_size};
+use crate::args::{CeilingArgs, parse_duration, parse_size};
 
 mod files;
 
 #[derive(Debug, Args)]
 pub struct McpCmd {
-    /// The sandbox every box gets (default: the strongest healthy one that passes the floor).
-    #[arg(long)]
-    pub sandbox: Option<SandboxName>,
-    /// Allow boxes below the isolation floor for untrusted code (the default refuses them).
-    #[arg(long)]
-    pub trusted: bool,
-    /// The most network a box may have; the agent asks for egress only when this is egress.
-    #[arg(long, value_enum, default_value = "deny")]
-    pub network: NetworkArg,
-    /// The longest a box may live (and its default).
-    #[arg(long, value_parser = parse_duration, default_value = "1h")]
-    pub ttl: Duration,
-    /// The most memory a box may have (and its default).
-    #[arg(long, value_parser = parse_size, default_value = "1G")]
-    pub memory: u64,
-    /// The most processes a box may have (and its default).
-    #[arg(long, default_value_t = 256)]
-    pub pids: u64,
-    /// The most cores a box may have (and its default).
-    #[arg(long, value_parser = parse_cpus, default_value = "1")]
-    pub cpus: f64,
+    #[command(flatten)]
+    pub ceiling: CeilingArgs,
     /// What a run keeps of each of stdout and stderr, and the largest file read_file returns.
     #[arg(long, value_parser = parse_size, default_value = "64K")]
     pub max_output: u64,
@@ -64,15 +45,7 @@ impl McpCmd {
         // stdout is the protocol.
         let mut engine = Tinybox::open(&app.store_dir)?;
         engine.set_verifier(Arc::new(crate::verifier::Kit { json: true }));
-        let ceiling = Ceiling {
-            sandbox: self.sandbox.clone(),
-            untrusted: !self.trusted,
-            network: self.network.into(),
-            ttl_secs: self.ttl.as_secs(),
-            memory_bytes: self.memory,
-            pids: self.pids,
-            cpus: self.cpus,
-        };
+        let ceiling = self.ceiling.ceiling();
         let server = Server::new(Arc::new(engine), ceiling, self.max_output, self.timeout);
         let boxes = server.boxes.clone();
         let engine = server.engine.clone();
