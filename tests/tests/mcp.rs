@@ -195,8 +195,16 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
         (json!(0), json!("42\n"), json!("to-err\n"))
     );
     if expect_sandbox == "namespace" {
-        let py = s.tool_ok("run_code", json!({ "box": id, "language": "python", "code": "print(sum(range(10)))" }));
-        assert_eq!(py["stdout"], "45\n", "{py}");
+        // The host's interpreters are the box's here: every language run_code names.
+        let cases = [
+            ("python", "print(sum(range(10)))"),
+            ("bash", "echo $(( $(seq -s + 1 9) ))"),
+            ("node", "console.log([...Array(10).keys()].reduce((a, b) => a + b))"),
+        ];
+        for (language, code) in cases {
+            let got = s.tool_ok("run_code", json!({ "box": id, "language": language, "code": code }));
+            assert_eq!(got["stdout"], "45\n", "{language}: {got}");
+        }
     }
     let (err, text) = s.tool("run_code", json!({ "box": id, "language": "cobol", "code": "x" }));
     assert!(err && text.contains("language \"cobol\" is not one run_code knows"), "{text}");
