@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tinybox_sdk::fence::Exception;
 use tinybox_sdk::model::{BoxId, IsolationLevel, NetworkPolicy, Resources, WorkspaceSource};
-use tinybox_sdk::protocol::{CreateParams, CreateResult, DriverError, EgressEndpoint};
+use tinybox_sdk::protocol::{BoxState, CreateParams, CreateResult, DriverError, EgressEndpoint, InspectResult};
 
 use crate::image::{self, ImageBox};
 use crate::memory::{self, Machine};
@@ -173,6 +173,35 @@ pub fn resources(r: &Resources) -> Result<(u32, u64), DriverError> {
 /// is too; the namespace adds nothing within one store.
 pub fn vm_dir(state: &Path, box_id: &BoxId) -> PathBuf {
     state.join("vms").join(box_id.as_str())
+}
+
+/// What a create whose answer was lost made, from the VM directory its
+/// box's name gives: a QEMU naming a file there (its pid file may not be
+/// written yet), a directory and nothing running, or nothing.
+pub fn inspect_interrupted(dir: &Path) -> InspectResult {
+    if !dir.is_dir() {
+        return InspectResult {
+            state: BoxState::Gone,
+            detail: Some(format!("no VM directory {} was made", dir.display())),
+        };
+    }
+    // passt names the directory too; the VM is the QEMU.
+    let running = vm::processes_naming(dir).into_iter().any(|pid| {
+        std::fs::read_to_string(format!("/proc/{}/comm", pid.as_raw_nonzero()))
+            .is_ok_and(|comm| comm.starts_with("qemu-system"))
+    });
+    if running {
+        InspectResult { state: BoxState::Ready, detail: Some(format!("its VM runs, in {}", dir.display())) }
+    } else {
+        InspectResult {
+            state: BoxState::Gone,
+            detail: Some(format!(
+                "its VM directory {} is there, and no VM runs; {}",
+                dir.display(),
+                vm::console_tail(dir)
+            )),
+        }
+    }
 }
 
 /// A fresh runtime directory for box `box_id` under `state`, private to

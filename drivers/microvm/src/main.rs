@@ -257,6 +257,12 @@ impl SandboxDriver for Microvm {
     }
 
     async fn inspect(&self, _host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
+        if target.handle.is_null() || target.interrupted_namespace().is_some() {
+            let state = self.state.get().and_then(Option::as_ref).ok_or_else(|| {
+                DriverError::not_found(format!("no state directory, so no VM of box {} to find", target.box_id))
+            })?;
+            return Ok(create::inspect_interrupted(&create::vm_dir(state, &target.box_id)));
+        }
         let handle = Handle::parse(&target.handle)?;
         if vm::live_pid(&handle.pid_file(), &handle.dir).is_none() {
             return Ok(InspectResult {

@@ -176,3 +176,23 @@ fn a_record_from_before_the_cgroup_version_key_is_read_by_where_its_cgroups_are(
     v2["cgroups"] = serde_json::json!(["/sys/fs/cgroup/pids/tinybox.x.ns1.box-0"]);
     assert!(!Handle::parse(&v2).unwrap().cgroup_v2);
 }
+
+/// The same lookup for inspect: an interrupted create's workspace is what
+/// it made; none is nothing made; no state directory cannot be looked in.
+#[tokio::test]
+async fn inspect_of_an_interrupted_create_looks_at_the_workspace_its_name_gives() {
+    let interrupted = BoxRef::interrupted(BoxId::new("box-0").unwrap(), "ns1");
+    let host = FakeHost::new().otherwise(Reply::ok(""));
+    let seen = inspect(&host, &site_with_state(), interrupted.clone()).await.unwrap();
+    assert_eq!(host.argvs(), [words(&["test", "-d", OWN])]);
+    assert_eq!(seen.state, BoxState::Ready);
+    assert_eq!(seen.detail.as_deref(), Some(format!("its workspace {OWN} was made").as_str()));
+
+    let host = FakeHost::new().otherwise(Reply::fail(1, ""));
+    let seen = inspect(&host, &site_with_state(), interrupted.clone()).await.unwrap();
+    assert_eq!(seen.state, BoxState::Gone);
+    assert_eq!(seen.detail.as_deref(), Some(format!("no workspace {OWN} was made").as_str()));
+
+    let err = inspect(&FakeHost::new(), &site(), interrupted).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{err}");
+}

@@ -170,7 +170,7 @@ impl SandboxDriver for Namespace {
     }
 
     async fn inspect(&self, host: &HostHandle, target: BoxRef) -> Result<InspectResult, DriverError> {
-        sandbox::inspect(host, target).await
+        sandbox::inspect(host, &self.site(host), target).await
     }
 
     async fn snapshot(&self, host: &HostHandle, target: BoxRef) -> Result<SnapshotId, DriverError> {

@@ -11,9 +11,7 @@ use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::fence::{Exception, Fence, NETWRAP, SLIRP_DNS};
 use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, SnapshotSupport, WorkspaceSource};
-use tinybox_sdk::protocol::{
-    BoxRef, BoxState, CreateParams, CreateResult, DriverError, ExecParams, InspectResult, RunParams,
-};
+use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, RunParams};
 
 use tinybox_sdk::model::names::validate_name;
 
@@ -575,62 +573,9 @@ const REMOVE_OWN: &str = r#"[ -e "$1" ] || [ -L "$1" ] || exit 1
 rm -rf -- "$1" || exit 2
 "#;
 
-pub async fn inspect(host: &dyn Host, target: BoxRef) -> Result<InspectResult, DriverError> {
-    let handle = Handle::parse(&target.handle)?;
-    if let Some(image) = &handle.image {
-        let dirs = Dirs::new(Path::new(&handle.workspace));
-        return Ok(if image_box::answers(&dirs).await {
-            InspectResult {
-                state: BoxState::Ready,
-                detail: Some(format!(
-                    "image {} with its own writable layer in {}; one bwrap holds the box, its agent runs each command; network {}",
-                    image.id,
-                    handle.workspace,
-                    if handle.egress { "egress via slirp4netns behind the fence" } else { "loopback only" }
-                )),
-            }
-        } else {
-            InspectResult {
-                state: BoxState::Gone,
-                detail: Some(format!("the box's processes are gone: {}", dirs.log_tail())),
-            }
-        });
-    }
-    let out = capture(host, vec!["test".into(), "-d".into(), handle.workspace.clone()], host_env(), b"").await?;
-    Ok(if out.success() {
-        let net = match (handle.egress, handle.allowlist) {
-            (true, _) => "egress via slirp4netns behind the fence (iptables in the box's network namespace)",
-            (_, true) => "allowlist: loopback only, with the egress proxy relayed in",
-            _ => "loopback only",
-        };
-        let owner = match handle.runas {
-            Some((u, g)) => format!("bwrap runs as the workspace's owner {u}:{g}"),
-            None => "bwrap runs as the caller".to_owned(),
-        };
-        let filter = if handle.arch.is_some() {
-            "setuid and setgid bits refused"
-        } else {
-            "made before setuid bits were refused: recreate it"
-        };
-        let limits = if handle.cgroups.is_empty() {
-            "no limits".to_owned()
-        } else {
-            format!("limits in cgroup {}", handle.cgroups.join(", "))
-        };
-        InspectResult {
-            state: BoxState::Ready,
-            detail: Some(format!(
-                "workspace {} at /workspace; network {net}; {owner}; {filter}; {limits}; a fresh bwrap per command",
-                handle.workspace
-            )),
-        }
-    } else {
-        InspectResult {
-            state: BoxState::Gone,
-            detail: Some(format!("workspace {} no longer exists", handle.workspace)),
-        }
-    })
-}
+#[path = "inspect.rs"]
+mod inspect;
+pub use inspect::inspect;
 
 #[cfg(test)]
 #[path = "sandbox_tests.rs"]

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use tinybox_sdk::model::{BoxId, ExecRequest, Resources};
-use tinybox_sdk::protocol::{ErrorCode, StdioRef};
+use tinybox_sdk::protocol::{BoxState, ErrorCode, StdioRef};
 use tinybox_sdk::testing::{FakeHost, Reply};
 
 use super::*;
@@ -390,7 +390,7 @@ async fn destroy_removes_only_a_workspace_the_box_owns() {
 #[tokio::test]
 async fn inspect_is_ready_while_the_workspace_exists() {
     let host = FakeHost::new();
-    let seen = inspect(&host, target(handle(WS, false, true))).await.unwrap();
+    let seen = inspect(&host, &site(), target(handle(WS, false, true))).await.unwrap();
     assert_eq!(host.argvs(), [words(&["test", "-d", WS])]);
     assert_eq!(seen.state, BoxState::Ready);
     let detail = seen.detail.unwrap();
@@ -398,7 +398,7 @@ async fn inspect_is_ready_while_the_workspace_exists() {
     assert!(detail.contains("bwrap runs as the caller; setuid and setgid bits refused; no limits"), "{detail}");
 
     let host = FakeHost::new().otherwise(Reply::fail(1, ""));
-    let seen = inspect(&host, target(handle(WS, false, false))).await.unwrap();
+    let seen = inspect(&host, &site(), target(handle(WS, false, false))).await.unwrap();
     assert_eq!(seen.state, BoxState::Gone);
     assert_eq!(seen.detail.as_deref(), Some("workspace /home/u/proj no longer exists"));
 }

@@ -23,12 +23,12 @@ fn entries(dir: &Path) -> Vec<String> {
 }
 
 pub struct Namespace {
-    cli: Cli,
-    ns: String,
+    pub cli: Cli,
+    pub ns: String,
 }
 
 impl Namespace {
-    fn new(test: &str) -> Namespace {
+    pub fn new(test: &str) -> Namespace {
         Namespace { cli: store(), ns: format!("c{}-{test}", std::process::id()) }
     }
 

@@ -1,7 +1,8 @@
 //! Namespace creates on a host where docker starts and removes containers
 //! beside them: each container's root is a mount that comes and goes, and a
 //! host check that bound `/` (copying every mount beneath it) failed now
-//! and then with a wrong cause. Every create, exec and rm must succeed.
+//! and then with a wrong cause (#32 item 5). Every create, exec and rm must
+//! succeed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +15,7 @@ const CREATES_EACH: usize = 40;
 
 #[test]
 fn namespace_creates_beside_docker_containers_coming_and_going_all_succeed() {
-    let test = "namespace_busy_host::namespace_creates_beside_docker_containers_coming_and_going_all_succeed";
+    let test = "chaos::chaos::busy_host::namespace_creates_beside_docker_containers_coming_and_going_all_succeed";
     if !have("bwrap") {
         return tinybox_tests::skip(test, "needs bwrap");
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tinybox_tests::Cli;
 use tinybox_tests::docker::{self, Namespace};
 
-const GUARD: Duration = Duration::from_secs(120);
+use crate::GUARD;
 
 fn running(container: &str) -> bool {
     let out = Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", container]).output().unwrap();
@@ -28,7 +28,7 @@ fn exists(container: &str) -> bool {
 
 #[test]
 fn a_killed_docker_create_is_inspected_as_it_is_and_reaped_with_its_container() {
-    let test = "interrupted_create::a_killed_docker_create_is_inspected_as_it_is_and_reaped_with_its_container";
+    let test = "chaos::chaos::interrupted::a_killed_docker_create_is_inspected_as_it_is_and_reaped_with_its_container";
     if let Some(why) = docker::unavailable() {
         return tinybox_tests::skip(test, &why);
     }
