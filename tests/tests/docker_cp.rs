@@ -64,6 +64,17 @@ fn a_copy_of_a_root_box_goes_through_the_daemons_archive_both_ways() {
     let until = now() + 1;
     let events = archive_events(&ns.container(&id), since, until);
     assert_eq!(events, ["extract-to-dir", "archive-path"], "one extraction in, one archive out");
+    // Into a directory that is not there: the line names it, not the file.
+    let before = cli.store_bytes();
+    let (code, _, err) = cli.run(&["cp", file.to_str().unwrap(), &format!("{id}:/nowhere/f.txt")]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err.trim(),
+        format!(
+            "tinybox: /nowhere is not an existing directory in box {id}; make it first (`tinybox exec {id} -- mkdir -p /nowhere`)"
+        )
+    );
+    assert_eq!(cli.store_bytes(), before, "a refused copy changed the store");
     cli.run(&["rm", &id]);
 }
 
@@ -97,6 +108,10 @@ fn a_copy_into_a_box_not_run_as_root_goes_through_the_box_as_its_user() {
     let (code, out, err) = cli.run(&["exec", &id, "--", "stat", "-c", "%u:%g", "/tmp/f.txt"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "1234:1234", "written by tar in the box as its user, not by docker cp as root");
+    // Through the box too, a missing directory is named as such.
+    let (code, _, err) = cli.run(&["cp", file.to_str().unwrap(), &format!("{id}:/tmp/nowhere/f.txt")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.starts_with("tinybox: /tmp/nowhere is not an existing directory in box"), "{err}");
     cli.run(&["rm", &id]);
     let _ = std::process::Command::new("docker").args(["image", "rm", &image]).stdout(Stdio::null()).status();
 }

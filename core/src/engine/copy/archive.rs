@@ -51,7 +51,7 @@ fn archivable(path: &str, direction: Direction) -> bool {
 }
 
 /// `/a/b/c` as (`/a/b`, `c`); `/c` as (`/`, `c`).
-fn split(path: &str) -> Option<(&str, &str)> {
+pub(super) fn split(path: &str) -> Option<(&str, &str)> {
     let (parent, base) = path.rsplit_once('/')?;
     (!base.is_empty()).then_some((if parent.is_empty() { "/" } else { parent }, base))
 }
@@ -169,7 +169,11 @@ impl Tinybox {
                     return Ok(Err(Local::Path(src)));
                 }
                 _ if n == 0 => continue,
-                _ => return Err(CopyError::NoBoxPath { box_id, path: dst.into() }.into()),
+                // Neither DST nor its parent is a directory: name the parent, which must be made.
+                _ => {
+                    let parent = split(dst).map_or(dst, |(p, _)| p);
+                    return Err(CopyError::NoBoxDir { box_id, path: parent.into() }.into());
+                }
             }
         }
         Err(CopyError::NoBoxDir { box_id, path: dst.into() }.into())

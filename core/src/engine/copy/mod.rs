@@ -354,6 +354,11 @@ impl Tinybox {
         {
             return Err(local_error("cannot send the copy", sent.expect_err("checked")));
         }
+        if code == 121 {
+            // IN_SCRIPT's 121: the parent DST names is not a directory.
+            let parent = archive::split(dst).map_or(dst, |(p, _)| p);
+            return Err(CopyError::NoBoxDir { box_id: box_id.clone(), path: parent.into() }.into());
+        }
         if code != 0 {
             return Err(box_error(box_id, dst, code, &stderr, "write the copy").into());
         }
