@@ -26,7 +26,9 @@
 //! serves the same wire on a UNIX socket it binds at PATH, one session per
 //! connection, and what a command leaves running when it exits keeps
 //! running for the next (the box is a place); a command whose host goes
-//! away mid-run is still killed with everything it started.
+//! away mid-run is still killed with everything it started. With `--relay
+//! PORT SOCKET` (an allowlist box) it also carries the box's
+//! `127.0.0.1:PORT` to its egress proxy's socket (see `relay`).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -43,6 +45,7 @@ use tinybox_agent::wire::{self, Exec, Exit, Hello, Kind, Tty};
 mod egress;
 mod group;
 mod port;
+mod relay;
 mod user;
 
 use group::{BOX_CGROUP, Group};
@@ -60,6 +63,24 @@ fn main() -> ExitCode {
         }
         Some("--enter") if args.len() >= 5 && args[3] == "--" => enter(&args[2], &args[4..]),
         Some("--listen") if args.len() == 3 => listen(Path::new(&args[2])),
+        // An allowlist box's: `--listen PATH --relay PORT SOCKET` (relay.rs).
+        Some("--listen") if args.len() == 6 && args[3] == "--relay" => match args[4].parse::<u16>() {
+            Ok(port) => match relay::bind(port) {
+                Ok(listener) => {
+                    let socket = PathBuf::from(&args[5]);
+                    std::thread::spawn(move || relay::serve(listener, socket));
+                    listen(Path::new(&args[2]))
+                }
+                Err(e) => {
+                    log(format_args!("cannot listen on 127.0.0.1:{port} for the egress relay: {e}"));
+                    ExitCode::FAILURE
+                }
+            },
+            Err(_) => {
+                log(format_args!("--relay takes a port, not {:?}", args[4]));
+                ExitCode::from(2)
+            }
+        },
         Some("--user") if args.len() >= 5 && args[3] == "--" => user::run_as(&args[2], &args[4..]),
         Some("--session") if args.len() >= 4 && args[2] == "--" => lead_session(&args[3..]),
         Some(other) => {

@@ -4,9 +4,15 @@
 
 /// The allowlist, as [`crate::Policy`] serializes it: a JSON list of entries.
 pub const POLICY: &str = "policy.json";
+/// What a box may see of its proxy, and all it may: the one subdirectory
+/// a sandbox binds into a box (whole, so a proxy started again is found at
+/// the same path), holding the socket and, with secrets, the CA bundle.
+/// Never the directory itself: its lock, held by a box, would stall every
+/// command of that box's, and its policy and logs are the host's.
+pub const BOX_DIR: &str = "box";
 /// The proxy's UNIX socket, bound relative to the directory (so the
 /// directory's path may be longer than a socket address holds).
-pub const SOCKET: &str = "proxy.sock";
+pub const SOCKET: &str = "box/proxy.sock";
 /// The decision log, one JSON line per client connection.
 pub const DECISIONS: &str = "decisions.jsonl";
 /// The proxy's pid, written (atomically) once it listens.
@@ -25,7 +31,7 @@ pub const READY: &str = "ready";
 pub const SECRETS: &str = "secrets.json";
 /// The bundle a box with secrets trusts: the system's roots and the CA
 /// the proxy made at its start, written by the proxy.
-pub const CA_BUNDLE: &str = "ca-bundle.pem";
+pub const CA_BUNDLE: &str = "box/ca-bundle.pem";
 /// In core's environment, passed on to the proxies it starts: a PEM file of
 /// more roots the proxy trusts upstream when it intercepts (the tests' CA).
 pub const UPSTREAM_CA_VAR: &str = "TINYBOX_EGRESS_CA";

@@ -3,7 +3,7 @@
 //! reboot say, from that directory alone.
 
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,10 @@ pub async fn serve_dir(dir: &Path, resolver: &ResolverChoice, ready: impl FnOnce
     let policy: Policy = serde_json::from_str(&text).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", dir.join(layout::POLICY).display()))
     })?;
+    match std::fs::DirBuilder::new().mode(0o755).create(layout::BOX_DIR) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
     // Only a dead proxy's socket can be here: its starter holds the lock and found none alive.
     match std::fs::remove_file(layout::SOCKET) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),

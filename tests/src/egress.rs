@@ -68,3 +68,18 @@ pub fn kill_proxy(pid: i32) {
     let _ = rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL);
     wait_gone(pid, "the killed proxy");
 }
+
+/// A shell line sending `GET http://AUTHORITY/PATH` in the proxy's form to
+/// the host and port `$http_proxy` names, with busybox `nc`; prints the answer.
+pub fn fetch_script(authority: &str, path: &str) -> String {
+    format!(
+        "p=${{http_proxy#http://}}; \
+         printf 'GET http://{authority}{path} HTTP/1.1\\r\\nHost: {authority}\\r\\n\\r\\n' | nc -w 20 ${{p%:*}} ${{p##*:}}"
+    )
+}
+
+/// What comes before an answer's status line ends, and its body.
+pub fn answer(got: &str) -> (&str, &str) {
+    let (head, body) = got.split_once("\r\n\r\n").unwrap_or((got, ""));
+    (head.split("\r\n").next().unwrap_or(head), body)
+}

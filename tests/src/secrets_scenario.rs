@@ -191,12 +191,12 @@ pub fn check_box(
     // A proxy that died is started again by the next command, with a new
     // CA the box trusts at once, the same placeholder, the value read again.
     let dir = crate::egress::proxy_dir(env);
-    let bundle = std::fs::read_to_string(dir.join("ca-bundle.pem")).expect("the proxy's CA bundle");
+    let bundle = std::fs::read_to_string(dir.join("box/ca-bundle.pem")).expect("the proxy's CA bundle");
     crate::egress::kill_proxy(crate::egress::proxy_pid(&dir));
     let again = "curl -sS -m 30 -H \"Authorization: Bearer $T\" https://bound.test:8443/restarted";
     assert_eq!(in_box(env, dns, world, id, again), "ok\n");
     assert!(world.head_for("/restarted").is_some_and(|h| h.contains(&format!("Bearer {value}"))));
-    assert_ne!(std::fs::read_to_string(dir.join("ca-bundle.pem")).unwrap(), bundle, "a new CA");
+    assert_ne!(std::fs::read_to_string(dir.join("box/ca-bundle.pem")).unwrap(), bundle, "a new CA");
     assert_eq!(in_box(env, dns, world, id, "printf %s \"$T\""), placeholder, "the same placeholder");
     placeholder
 }

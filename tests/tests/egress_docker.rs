@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 use tinybox_tests::boxes::{BoxEnv, Principal, probe_value};
 use tinybox_tests::dns::DnsServer;
 use tinybox_tests::docker::{Namespace, docker, unavailable};
-use tinybox_tests::egress::{in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text};
+use tinybox_tests::egress::{answer, fetch_script, in_box, kill_proxy, proxy_dir, proxy_pid, run, running, text};
 use tinybox_tests::netns::{HTTP_PORT, Service, TestHost};
 use tinybox_tests::{have, skip};
 
@@ -61,6 +61,11 @@ fn a_docker_allowlist_box_reaches_what_it_lists_and_nothing_else() {
     let container = ns.container(&id);
     let network = docker(&["container", "inspect", "--format", "{{.HostConfig.NetworkMode}}", &container]);
     assert_eq!(network.1.trim(), "none", "the container has no network but its loopback: {network:?}");
+    // Of its proxy's directory the box sees the socket and nothing else:
+    // not the lock (holding it stalled every later command of the box's),
+    // the policy or the logs.
+    let seen = in_box(&env, &dns, &id, "ls -A /run/tinybox/egress");
+    assert_eq!(seen, "proxy.sock\n", "what the box sees of its proxy");
 
     // The allowed name, through the proxy the box's environment names.
     let proxied = format!("echo \"$http_proxy\"; {}", fetch_script(&format!("allowed.test:{HTTP_PORT}"), "/hello"));
@@ -116,19 +121,4 @@ fn a_docker_allowlist_box_reaches_what_it_lists_and_nothing_else() {
     assert!(!dir.exists(), "rm left {}", dir.display());
     let (code, _, _) = docker(&["container", "inspect", &container]);
     assert_ne!(code, 0, "rm left container {container}");
-}
-
-/// A shell line sending `GET http://AUTHORITY/PATH` in the proxy's form to
-/// the host and port `$http_proxy` names, with busybox `nc`; prints the answer.
-fn fetch_script(authority: &str, path: &str) -> String {
-    format!(
-        "p=${{http_proxy#http://}}; \
-         printf 'GET http://{authority}{path} HTTP/1.1\\r\\nHost: {authority}\\r\\n\\r\\n' | nc -w 20 ${{p%:*}} ${{p##*:}}"
-    )
-}
-
-/// What comes before an answer's status line ends, and its body.
-fn answer(got: &str) -> (&str, &str) {
-    let (head, body) = got.split_once("\r\n\r\n").unwrap_or((got, ""));
-    (head.split("\r\n").next().unwrap_or(head), body)
 }

@@ -10,10 +10,15 @@ use std::process::Output;
 
 use tinybox_core::images::minimal::{busybox_layer, save_archive};
 use tinybox_tests::boxes::{BoxEnv, Principal};
+use tinybox_tests::dns::DnsServer;
+use tinybox_tests::egress::{answer, fetch_script, in_box, kill_proxy, proxy_dir, proxy_pid, running};
+use tinybox_tests::netns::{HTTP_PORT, Service, TestHost};
 use tinybox_tests::{have, skip};
 
-const APPLETS: &[&str] =
-    &["sh", "cat", "echo", "sleep", "kill", "ls", "env", "grep", "chmod", "rm", "ln", "stat", "pwd", "id", "touch"];
+const APPLETS: &[&str] = &[
+    "sh", "cat", "echo", "sleep", "kill", "ls", "env", "grep", "chmod", "rm", "ln", "stat", "pwd", "id", "touch", "nc",
+    "printf",
+];
 
 fn need(test: &str) -> bool {
     if !have("bwrap") {
@@ -324,4 +329,82 @@ fn an_egress_image_box_sets_its_network_up_once_and_keeps_it_between_execs() {
     let dir = box_dir(&env, &id);
     assert!(env.run(&["rm", &id]).status.success());
     assert_eq!(processes_naming(&dir), Vec::<String>::new(), "nothing of the egress box is left");
+}
+
+#[test]
+fn an_allowlist_image_box_reaches_what_it_lists_through_its_agent_and_sees_only_its_proxy_s_socket() {
+    const TEST: &str = "namespace_image::an_allowlist_image_box_reaches_what_it_lists_through_its_agent_and_sees_only_its_proxy_s_socket";
+    if !need(TEST) {
+        return;
+    }
+    let Some(peer) = TestHost::serving("iallow", Service::Http) else {
+        return skip(TEST, "cannot create a network namespace here (needs root and iproute2)");
+    };
+    let dns =
+        DnsServer::start(&[("allowed.test", peer.addr.parse().unwrap()), ("other.test", peer.addr.parse().unwrap())]);
+    for who in Principal::all(TEST) {
+        let label = who.label();
+        let env = BoxEnv::new(&who);
+        import(&env);
+        let allowed = format!("allowed.test:{HTTP_PORT}");
+        // The test host's address is private: a name entry alone never reaches it (ADR 0020).
+        let listed = format!("{}:{HTTP_PORT}", peer.addr);
+        let args = [
+            "create",
+            "--sandbox",
+            "namespace",
+            "--image",
+            "tbtest/bb:1",
+            "--persistent",
+            "--allow-host",
+            &allowed,
+            "--allow-host",
+            &listed,
+        ];
+        let out = tinybox_tests::egress::run(&env, &dns, &args);
+        assert!(out.status.success(), "{label} create: {}", text(&out).1);
+        let id = text(&out).0.trim().to_owned();
+        let fetch = |authority: &str| in_box(&env, &dns, &id, &fetch_script(authority, "/hello"));
+
+        // No network but loopback; the allowed name through the agent's relay.
+        let devices = in_box(&env, &dns, &id, "grep : /proc/net/dev");
+        assert_eq!(devices.lines().count(), 1, "{label}: loopback only: {devices}");
+        assert!(devices.trim_start().starts_with("lo:"), "{label}: {devices}");
+        let got = fetch(&allowed);
+        assert_eq!(
+            answer(&got),
+            ("HTTP/1.0 200 OK", "hello from the test host: GET /hello HTTP/1.1\n"),
+            "{label}: {got}"
+        );
+        let other = fetch(&format!("other.test:{HTTP_PORT}"));
+        assert!(other.starts_with("HTTP/1.1 403 "), "{label}: an unlisted name: {other}");
+        // Of the proxy's directory the box sees its socket alone (not its lock, policy or logs).
+        assert_eq!(in_box(&env, &dns, &id, "ls -A /run/tinybox/egress"), "proxy.sock\n", "{label}");
+
+        // A proxy killed is started again by the next command, and the box
+        // (which lives on) reaches the new one at the same path.
+        let dir = proxy_dir(&env);
+        let first = proxy_pid(&dir);
+        kill_proxy(first);
+        let got = fetch(&allowed);
+        assert!(got.ends_with("hello from the test host: GET /hello HTTP/1.1\n"), "{label}: after the kill: {got}");
+        let second = proxy_pid(&dir);
+        assert_ne!(first, second, "{label}: a new proxy");
+
+        // Stopped and resumed: the same list, through a new holder.
+        for verb in ["stop", "resume"] {
+            let out = tinybox_tests::egress::run(&env, &dns, &[verb, &id]);
+            assert!(out.status.success(), "{label} {verb}: {}", text(&out).1);
+        }
+        let got = fetch(&allowed);
+        assert!(got.ends_with("hello from the test host: GET /hello HTTP/1.1\n"), "{label}: after resume: {got}");
+
+        let boxdir = box_dir(&env, &id);
+        let proxy = proxy_pid(&dir);
+        let out = env.run(&["rm", &id]);
+        assert!(out.status.success(), "{label} rm: {}", text(&out).1);
+        assert!(!running(proxy), "{label}: the proxy outlived rm");
+        assert!(!dir.exists(), "{label}: rm left {}", dir.display());
+        assert_eq!(processes_naming(&boxdir), Vec::<String>::new(), "{label}: no process of the box is left");
+    }
 }

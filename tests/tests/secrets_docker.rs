@@ -65,7 +65,7 @@ fn a_docker_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
     let placeholder = check_box(&env, &dns, &world, &id, &value, &clients);
 
     // Stopped and resumed: a new CA and a new placeholder, and the secret still works.
-    let bundle = std::fs::read_to_string(proxy_dir(&env).join("ca-bundle.pem")).unwrap();
+    let bundle = std::fs::read_to_string(proxy_dir(&env).join("box/ca-bundle.pem")).unwrap();
     for verb in ["stop", "resume"] {
         let out = run(&env, &dns, &world, &[verb, &id]);
         assert!(out.status.success(), "{verb}: {}", text(&out.stderr));
@@ -75,7 +75,7 @@ fn a_docker_box_uses_its_secret_through_the_proxy_and_never_sees_it() {
     let curl = "curl -sS -m 30 -H \"Authorization: Bearer $T\" https://bound.test:8443/resumed";
     assert_eq!(in_box(&env, &dns, &world, &id, curl), "ok\n");
     assert!(world.head_for("/resumed").is_some_and(|h| h.contains(&format!("Bearer {value}"))));
-    assert_ne!(std::fs::read_to_string(proxy_dir(&env).join("ca-bundle.pem")).unwrap(), bundle, "a new CA");
+    assert_ne!(std::fs::read_to_string(proxy_dir(&env).join("box/ca-bundle.pem")).unwrap(), bundle, "a new CA");
 
     // Docker's own record of the container: no value in it.
     let (code, inspected, err) = docker(&["inspect", &ns.container(&id)]);

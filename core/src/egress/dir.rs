@@ -62,7 +62,7 @@ mod tests {
     fn a_box_s_directory_comes_from_the_store_its_namespace_and_its_id() {
         let dir = ProxyDir::of(Path::new("/s"), "ns1", &BoxId::new("box-3").unwrap());
         assert_eq!(dir.path(), Path::new("/s/egress/ns1-box-3"));
-        assert_eq!(dir.socket(), Path::new("/s/egress/ns1-box-3/proxy.sock"));
+        assert_eq!(dir.socket(), Path::new("/s/egress/ns1-box-3/box/proxy.sock"), "in what a box may see");
         assert_eq!(dir.policy(), Path::new("/s/egress/ns1-box-3/policy.json"));
         assert_eq!(dir.decisions(), Path::new("/s/egress/ns1-box-3/decisions.jsonl"));
         assert_eq!(dir.pid(), Path::new("/s/egress/ns1-box-3/pid"));

@@ -59,7 +59,11 @@ pub fn ensure_running(
         .map_err(|e| EgressError::Start { dir: dir.path().to_owned(), detail: e.to_string() })?;
     let rules = secrets.map(|s| secret_rules(dir, s)).transpose()?;
     if live_pid(dir).is_some() {
-        return Ok(rules);
+        if dir.socket().exists() {
+            return Ok(rules);
+        }
+        // A proxy that listens elsewhere (an older layout's): ended, and started here.
+        end_all(dir)?;
     }
     write_policy(dir, entries)?;
     let values = match secrets {

@@ -7,6 +7,11 @@ use std::path::Path;
 use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::protocol::DriverError;
+use tinybox_sdk::protocol::egress::EgressEndpoint;
+
+/// Where an allowlist image box sees what it may of its proxy (its socket,
+/// and its CA bundle at `CA_BUNDLE_IN_BOX`, which is in it).
+pub const PROXY_DIR_IN_BOX: &str = "/run/tinybox/egress";
 
 use crate::image_box::{self, AGENT_IN_BOX, CTL_IN_BOX, Dirs, ImageHandle, SOCKET};
 use crate::{overlay, seccomp, snapshots};
@@ -22,6 +27,10 @@ pub struct Holder<'a> {
     pub share_net: bool,
     pub cgroups: &'a [String],
     pub cgroup_v2: bool,
+    /// An allowlist box's proxy: its socket (and, with secrets, its CA
+    /// bundle) bound read-only, and the agent relaying the box's loopback
+    /// port to it.
+    pub egress: Option<&'a EgressEndpoint>,
 }
 
 impl Holder<'_> {
@@ -49,8 +58,18 @@ impl Holder<'_> {
                 push(&["--ro-bind", dir, &inside]);
             }
         }
+        if let Some(dir) = self.egress.and_then(|e| e.socket.parent()) {
+            // What the box may see of its proxy, bound whole: a proxy started
+            // again is found at the same path (a bound socket file would keep
+            // the dead one), with its CA bundle for a box with secrets (ADR 0032).
+            push(&["--ro-bind", &dir.to_string_lossy(), PROXY_DIR_IN_BOX]);
+        }
         push(&["--chdir", "/", "--clearenv", "--", AGENT_IN_BOX, "--listen"]);
         a.push(format!("{CTL_IN_BOX}/{SOCKET}"));
+        if let Some(egress) = self.egress {
+            let socket = egress.socket.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            a.extend(["--relay".to_owned(), egress.port.to_string(), format!("{PROXY_DIR_IN_BOX}/{socket}")]);
+        }
         a
     }
 }
@@ -67,6 +86,7 @@ pub struct Start<'a> {
     pub cgroups: &'a [String],
     pub cgroup_v2: bool,
     pub arch: seccomp::Arch,
+    pub egress: Option<&'a EgressEndpoint>,
 }
 
 /// Starts the one bwrap that holds an image box, detached from this create
@@ -98,7 +118,14 @@ pub async fn start(
             return Err(DriverError::invalid(why));
         }
     }
-    let holder = Holder { dirs, agent: &agent, share_net: s.share_net, cgroups: s.cgroups, cgroup_v2: s.cgroup_v2 };
+    let holder = Holder {
+        dirs,
+        agent: &agent,
+        share_net: s.share_net,
+        cgroups: s.cgroups,
+        cgroup_v2: s.cgroup_v2,
+        egress: s.egress,
+    };
     let mut inner = overlay::unshare_argv(rustix::process::geteuid().is_root());
     inner.extend([
         shown(&me),
@@ -140,3 +167,7 @@ exec 4>&1 </dev/null >>"$log" 2>&1
 setsid "$@" 4>&- &
 echo $! >&4
 "#;
+
+#[cfg(test)]
+#[path = "holder_tests.rs"]
+mod tests;

@@ -11,7 +11,7 @@ use tinybox_sdk::Host;
 use tinybox_sdk::capture::capture;
 use tinybox_sdk::fence::{Exception, Fence, NETWRAP, SLIRP_DNS};
 use tinybox_sdk::model::{ExitStatus, Limit, NetworkPolicy, SnapshotSupport, WorkspaceSource};
-use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, ExecParams, RunParams};
+use tinybox_sdk::protocol::{BoxRef, CreateParams, CreateResult, DriverError, EgressEndpoint, ExecParams, RunParams};
 
 use tinybox_sdk::model::names::validate_name;
 
@@ -233,17 +233,10 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         }
         _ => (None, None),
     };
-    if image.is_some() {
-        if site.local.is_none() {
-            return Err(DriverError::unsupported(
-                "namespace boxes from an image are made on this machine only: the image's root is in this machine's store",
-            ));
-        }
-        if p.network == Some(NetworkPolicy::Allowlist) {
-            return Err(DriverError::unsupported(
-                "a namespace box from an image has no allowlist yet (its relay is not built static); use --network egress or none",
-            ));
-        }
+    if image.is_some() && site.local.is_none() {
+        return Err(DriverError::unsupported(
+            "namespace boxes from an image are made on this machine only: the image's root is in this machine's store",
+        ));
     }
     let given = match &p.source {
         None => None,
@@ -334,7 +327,7 @@ pub async fn create(host: &dyn Host, site: &Site, p: CreateParams) -> Result<Cre
         handle.cgroups = dirs;
     }
     if let (Some(image), Some(local)) = (&handle.image, &site.local) {
-        if let Err(e) = start_image_box(host, &handle, image, arch, local, seed.as_deref()).await {
+        if let Err(e) = start_image_box(host, &handle, image, arch, (local, seed.as_deref()), endpoint).await {
             image_box::kill(&Dirs::new(Path::new(&handle.workspace)));
             discard(host, &handle.workspace, true, &handle.cgroups).await;
             return Err(e);
@@ -588,8 +581,8 @@ async fn start_image_box(
     handle: &Handle,
     image: &ImageHandle,
     arch: seccomp::Arch,
-    local: &Path,
-    seed: Option<&Path>,
+    (local, seed): (&Path, Option<&Path>),
+    egress: Option<&EgressEndpoint>,
 ) -> Result<(), DriverError> {
     let dirs = Dirs::new(Path::new(&handle.workspace));
     let start = holder::Start {
@@ -601,6 +594,7 @@ async fn start_image_box(
         cgroups: &handle.cgroups,
         cgroup_v2: handle.cgroup_v2,
         arch,
+        egress,
     };
     holder::start(host, start, |inner, program| command(handle, arch, Some(program), 0, inner)).await
 }
