@@ -186,7 +186,12 @@ async fn exec_stream(State(api): St, Path(id): Path<String>, JsonBody(body): Jso
             let _ = tx.write_all(&bytes).await;
         });
     }
-    let lines = futures_util::stream::unfold(running, |mut r| async move {
+    // The response's stream holds the command: a client that drops the
+    // connection (its way of cancelling) drops the stream, and that stops
+    // the command in the box rather than leaving it to its timeout.
+    let guard = StopOnDrop(running.stop.clone());
+    let held = (running, guard);
+    let lines = futures_util::stream::unfold(held, |(mut r, guard)| async move {
         let chunk = r.chunks.recv().await?;
         let line = match chunk {
             Chunk::Stdout(b) => json!({ "stdout": b64(&b) }),
@@ -199,9 +204,18 @@ async fn exec_stream(State(api): St, Path(id): Path<String>, JsonBody(body): Jso
                 json!({ "error": { "kind": e.kind(), "message": format!("tinybox: {e}") } })
             }
         };
-        Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), r))
+        Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), (r, guard)))
     });
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
+}
+
+/// Stops a streamed command when dropped (after its end, a stop does nothing).
+struct StopOnDrop(stream::Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 #[derive(Debug, Deserialize)]

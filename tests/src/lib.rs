@@ -12,7 +12,9 @@ pub mod dns;
 pub mod dockerd;
 pub mod e2b_session;
 pub mod egress;
+pub mod frontends;
 pub mod microvm;
+pub mod module;
 pub mod netns;
 pub mod registry;
 pub mod secrets_scenario;
@@ -228,16 +230,7 @@ impl Cli {
     /// name (empty when nothing was ever recorded). Equal bytes before and
     /// after a command mean it changed no box.
     pub fn store_bytes(&self) -> Vec<u8> {
-        let mut bytes = std::fs::read(self.home.path().join("boxes.json")).unwrap_or_default();
-        let mut records: Vec<std::path::PathBuf> = std::fs::read_dir(self.home.path().join("boxes"))
-            .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
-        records.sort();
-        for path in records {
-            bytes.extend_from_slice(path.to_string_lossy().as_bytes());
-            bytes.extend(std::fs::read(&path).unwrap_or_default());
-        }
-        bytes
+        frontends::probe::store_bytes(self.home.path())
     }
 }
 

@@ -4,94 +4,10 @@
 //! request over the operator's ceiling, a box the server did not make and
 //! malformed arguments are answered as errors and the server keeps serving.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
-use serde_json::{Value, json};
-use tinybox_tests::{Cli, KillOnDrop, have, skip};
-
-const GUARD: Duration = Duration::from_secs(120);
-
-/// One server and the client end of its stdio.
-struct Session {
-    child: KillOnDrop,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Session {
-    fn start(cli: &Cli, flags: &[&str]) -> Session {
-        let mut args = vec!["mcp"];
-        args.extend_from_slice(flags);
-        let mut child =
-            cli.cmd(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Session { child: KillOnDrop(child), stdin, lines, next_id: 1 }
-    }
-
-    fn send(&mut self, msg: &Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a request and returns its response (skipping notifications).
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        loop {
-            let line =
-                self.lines.recv_timeout(GUARD).unwrap_or_else(|_| panic!("no answer to {method} within {GUARD:?}"));
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON on stdout: {line}: {e}"));
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    /// Calls a tool; returns (is_error, text).
-    fn tool(&mut self, name: &str, arguments: Value) -> (bool, String) {
-        let v = self.call("tools/call", json!({ "name": name, "arguments": arguments }));
-        let result = &v["result"];
-        assert!(result.is_object(), "{name}: not a tool result: {v}");
-        let text = result["content"][0]["text"].as_str().unwrap_or_default().to_owned();
-        (result["isError"] == json!(true), text)
-    }
-
-    fn tool_ok(&mut self, name: &str, arguments: Value) -> Value {
-        let (err, text) = self.tool(name, arguments);
-        assert!(!err, "{name}: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: not JSON: {text}: {e}"))
-    }
-
-    /// Closes stdin and waits for the server to end by itself.
-    fn finish(mut self) -> std::process::ExitStatus {
-        drop(self.stdin.take());
-        let deadline = std::time::Instant::now() + GUARD;
-        loop {
-            if let Some(status) = self.child.0.try_wait().unwrap() {
-                return status;
-            }
-            assert!(std::time::Instant::now() < deadline, "the server did not end after stdin closed");
-            // Bounded poll for the child's end; nothing to wait on but it.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
+use serde_json::json;
+use tinybox_tests::frontends::mcp::Session;
+use tinybox_tests::frontends::probe::until;
+use tinybox_tests::{Cli, have, skip};
 
 fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     let mut s = Session::start(cli, flags);
@@ -289,16 +205,6 @@ fn processes_with(word: &str) -> Vec<u32> {
                 .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == word.as_bytes()))
         })
         .collect()
-}
-
-/// Waits (bounded) until `ready` holds, saying `what` if it never does.
-fn until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + GUARD;
-    while !ready() {
-        assert!(std::time::Instant::now() < deadline, "{what} within {GUARD:?}");
-        // Bounded poll of another process's state; nothing to wait on but it.
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The MCP side of cancellation, on a docker box (whose processes this

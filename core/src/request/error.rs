@@ -47,6 +47,10 @@ pub enum RequestError {
     TimeoutTooLong { secs: f64 },
     #[error("stdin and stdin_base64 are alternatives; give at most one")]
     StdinTwice,
+    /// Bytes a front end takes spelt base64 that are not (decoding is the
+    /// front end's; the words are core's, so every front end says them alike).
+    #[error("{field} is not base64 ({detail}): send standard base64 (RFC 4648, padded)")]
+    NotBase64 { field: &'static str, detail: String },
     #[error("a tty of {rows} rows by {cols} columns is no terminal; give both at least 1")]
     NoTerminal { rows: u16, cols: u16 },
     /// A `--secret`, `--secret-host` or `--secret-header` that breaks a rule (ADR 0032).

@@ -9,6 +9,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use clap::Args;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -123,6 +125,8 @@ struct RunArgs {
     argv: Vec<String>,
     /// Text given to the command on stdin (default: none).
     stdin: Option<String>,
+    /// Bytes given to the command on stdin, base64-encoded (instead of stdin).
+    stdin_base64: Option<String>,
     /// Seconds before the command is stopped (at most the server's ceiling).
     timeout_secs: Option<u64>,
     /// The working directory in the box.
@@ -239,7 +243,7 @@ impl Server {
     }
 
     #[tool(
-        description = "Run a command in a box: argv as given (no shell), optional stdin text and timeout. Returns the exit code and stdout/stderr, each cut at a bound and marked truncated when cut, with how many bytes were dropped.",
+        description = "Run a command in a box: argv as given (no shell), optional stdin (text, or stdin_base64 for bytes) and timeout. Returns the exit code and stdout/stderr (with stdout_base64/stderr_base64 beside them when the bytes are not UTF-8), each cut at a bound and marked truncated when cut, with how many bytes were dropped.",
         annotations(
             title = "Run a command in a box",
             read_only_hint = false,
@@ -266,6 +270,7 @@ impl Server {
             argv: args.argv,
             cwd: args.cwd,
             stdin: args.stdin,
+            stdin_base64: args.stdin_base64,
             timeout_secs: Some(args.timeout_secs.map(|s| s as f64).unwrap_or(self.timeout.as_secs_f64())),
             ..ExecOptions::default()
         }
@@ -282,12 +287,17 @@ impl Server {
         let mut how = Capture::new(usize::try_from(self.max_output).unwrap_or(usize::MAX));
         how.stdin = match plan.stdin {
             Some(StdinGiven::Text(text)) => Some(text.into_bytes()),
-            // This tool takes text only: no base64 was given.
-            Some(StdinGiven::Base64(_)) | None => None,
+            Some(StdinGiven::Base64(b64)) => Some(BASE64.decode(b64.trim()).map_err(|e| {
+                Error::from(tinybox_core::request::RequestError::NotBase64 {
+                    field: "stdin_base64",
+                    detail: e.to_string(),
+                })
+            })?),
+            None => None,
         };
         how.timeout = Some(timeout);
         let got = capture::run(&self.engine, &id, plan.request, plan.target, &how, cancel).await?;
-        Ok(serde_json::json!({
+        let mut ran = serde_json::json!({
             "exit_code": got.status.code,
             "signal": got.status.signal,
             "timed_out": got.timed_out,
@@ -297,7 +307,15 @@ impl Server {
             "stderr": String::from_utf8_lossy(&got.stderr.bytes),
             "stderr_truncated": got.stderr.truncated,
             "stderr_dropped_bytes": got.stderr.dropped_bytes,
-        }))
+        });
+        // The text above is for reading; bytes that are not UTF-8 come
+        // whole beside it, as read_file gives them.
+        for (name, bytes) in [("stdout_base64", &got.stdout.bytes), ("stderr_base64", &got.stderr.bytes)] {
+            if std::str::from_utf8(bytes).is_err() {
+                ran[name] = serde_json::json!(BASE64.encode(bytes));
+            }
+        }
+        Ok(ran)
     }
 
     #[tool(
@@ -319,7 +337,14 @@ impl Server {
             Ok(argv) => argv,
             Err(why) => return refusal(&why),
         };
-        let run = RunArgs { id: args.id, argv, stdin: Some(args.code), timeout_secs: args.timeout_secs, cwd: args.cwd };
+        let run = RunArgs {
+            id: args.id,
+            argv,
+            stdin: Some(args.code),
+            stdin_base64: None,
+            timeout_secs: args.timeout_secs,
+            cwd: args.cwd,
+        };
         answer(self.run_in(run, context.ct.cancelled_owned()).await)
     }
 
