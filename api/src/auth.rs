@@ -10,10 +10,11 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::listen::Peer;
 use crate::{Api, ApiError};
 
 /// The token's file in the store.
@@ -125,19 +126,68 @@ fn presented(req: &Request) -> Option<&str> {
 pub const E2B_KEY_PREFIX: &str = "e2b_";
 
 pub async fn check(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
-    let refusal = match presented(&req) {
-        Some(t) if api.token.matches(t) => return next.run(req).await,
-        Some(_) => "the API token is wrong: `tinybox serve env` prints the one this server takes",
-        None => "no API token: send `Authorization: Bearer TOKEN` (`tinybox serve env` prints it)",
+    // On the socket the kernel's word on the peer's uid is the credential
+    // (ADR 0045); a token sent there anyway must still be the right one.
+    let socket_uid = match req.extensions().get::<ConnectInfo<Peer>>() {
+        Some(ConnectInfo(Peer::Socket { uid })) => Some(*uid),
+        _ => None,
+    };
+    let refusal = match (socket_uid, presented(&req)) {
+        (Some(uid), given) => match socket_refusal(uid) {
+            Some(why) => return refuse(&req, Refusal::Forbidden(why)),
+            None if given.is_none_or(|t| api.token.matches(t)) => return next.run(req).await,
+            None => WRONG_TOKEN,
+        },
+        (None, Some(t)) if api.token.matches(t) => return next.run(req).await,
+        (None, Some(_)) => WRONG_TOKEN,
+        (None, None) => "no API token: send `Authorization: Bearer TOKEN` (`tinybox serve env` prints it)",
+    };
+    refuse(&req, Refusal::Unauthorized(refusal))
+}
+
+const WRONG_TOKEN: &str = "the API token is wrong: `tinybox serve env` prints the one this server takes";
+
+/// Why a socket caller of `uid` is not let in: only the server's own uid is.
+pub fn socket_refusal(uid: Option<u32>) -> Option<String> {
+    let me = rustix::process::geteuid().as_raw();
+    match uid {
+        Some(u) if u == me => None,
+        Some(u) => Some(format!(
+            "uid {u} is not let in: on the API socket only the uid the server runs as ({me}) is, and no token changes that"
+        )),
+        None => Some(format!(
+            "the kernel told no uid for this connection: on the API socket only the uid the server runs as ({me}) is let in"
+        )),
+    }
+}
+
+enum Refusal {
+    Unauthorized(&'static str),
+    Forbidden(String),
+}
+
+/// The refusal in the shape of the route's protocol.
+fn refuse(req: &Request, refusal: Refusal) -> Response {
+    let (status, line) = match &refusal {
+        Refusal::Unauthorized(why) => (401, (*why).to_owned()),
+        Refusal::Forbidden(why) => (403, why.clone()),
     };
     let path = req.uri().path();
     if crate::e2b::is_control_path(path) {
-        return crate::e2b::control::E2bError::new(401, refusal).into_response();
+        return crate::e2b::control::E2bError::new(status, line).into_response();
     }
     if crate::e2b::is_rpc_path(path) {
-        return crate::e2b::connect::RpcError::unauthenticated(refusal).into_response();
+        return match refusal {
+            Refusal::Unauthorized(why) => crate::e2b::connect::RpcError::unauthenticated(why).into_response(),
+            Refusal::Forbidden(why) => {
+                crate::e2b::connect::RpcError::new("permission_denied", format!("tinybox: {why}")).into_response()
+            }
+        };
     }
-    ApiError::Unauthorized(refusal).into_response()
+    match refusal {
+        Refusal::Unauthorized(why) => ApiError::Unauthorized(why).into_response(),
+        Refusal::Forbidden(why) => ApiError::Forbidden(why).into_response(),
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,9 @@ pub enum ApiError {
     TooLarge { limit: usize },
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// A socket caller whose uid is not the server's.
+    #[error("{0}")]
+    Forbidden(String),
     /// A query parameter is missing or bad.
     #[error("{0}")]
     Query(String),
@@ -39,6 +42,7 @@ impl ApiError {
             ApiError::Body(_) | ApiError::Query(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NoRoute { .. } | ApiError::NotMine(_) => StatusCode::NOT_FOUND,
         }
     }
@@ -49,6 +53,7 @@ impl ApiError {
             ApiError::Body(_) => "bad_body",
             ApiError::TooLarge { .. } => "too_large",
             ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
             ApiError::Query(_) => "bad_query",
             ApiError::NoRoute { .. } => "no_route",
             ApiError::NotMine(_) => "box_not_found",

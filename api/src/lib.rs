@@ -19,6 +19,7 @@ mod body;
 mod boxes;
 pub mod e2b;
 mod error;
+pub mod listen;
 mod registry;
 pub mod stream;
 

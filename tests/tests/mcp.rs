@@ -144,7 +144,7 @@ fn session_round(cli: &Cli, flags: &[&str], expect_sandbox: &str) {
     assert_eq!(inspected["state"], "ready");
     assert_eq!(inspected["isolation"], made["isolation"]);
     let listed = s.tool_ok("list_boxes", json!({}));
-    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed["boxes"].as_array().unwrap().len(), 1);
 
     // A box the server did not make is out of reach.
     let other = cli.create(&["--sandbox", "passthrough"]);

@@ -74,6 +74,7 @@ fn read_answer(path: &str, bytes: Vec<u8>, encoding: Option<Encoding>) -> serde_
 #[tool_router(router = files_router, vis = "pub(super)")]
 impl Server {
     #[tool(
+        output_schema = super::schemas::written(),
         description = "Write a file into a box (created or replaced): content as text, or content_base64 for bytes. Missing directories above it are made.",
         annotations(
             title = "Write a file in a box",
@@ -103,8 +104,9 @@ impl Server {
     }
 
     #[tool(
+        output_schema = super::schemas::read(),
         description = "Read a file from a box: text when it is UTF-8, else (or with encoding \"base64\") its bytes as base64; the answer says which. A file over the server's bound is refused.",
-        annotations(title = "Read a file in a box", read_only_hint = true, open_world_hint = false)
+        annotations(title = "Read a file in a box", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn read_file(&self, Parameters(args): Parameters<ReadArgs>) -> CallToolResult {
         answer(self.read(args).await)
@@ -117,8 +119,9 @@ impl Server {
     }
 
     #[tool(
+        output_schema = super::schemas::listed_files(),
         description = "List a directory in a box: each entry's name, kind (file, dir, symlink, other), size, mode and mtime.",
-        annotations(title = "List files in a box", read_only_hint = true, open_world_hint = false)
+        annotations(title = "List files in a box", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_files(&self, Parameters(args): Parameters<ListArgs>) -> CallToolResult {
         answer(self.list(args).await)

@@ -28,6 +28,7 @@ use super::App;
 use crate::args::{CeilingArgs, parse_duration, parse_size};
 
 mod files;
+mod schemas;
 
 #[derive(Debug, Args)]
 pub struct McpCmd {
@@ -165,12 +166,17 @@ fn interpreter(language: &str) -> Result<Vec<String>, String> {
     Ok(argv.iter().map(|a| (*a).to_owned()).collect())
 }
 
-/// A tool's answer: JSON text, or the CLI's one-line refusal as a tool error.
+/// A tool's answer: its `structuredContent` (the tool's `outputSchema`
+/// says its shape) and the same JSON as text for clients that read only
+/// text, or the CLI's one-line refusal as a tool error.
 pub(super) fn answer(result: Result<serde_json::Value, Error>) -> CallToolResult {
     match result {
-        Ok(v) => CallToolResult::success(vec![ContentBlock::text(
-            serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string()),
-        )]),
+        Ok(v) => {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_else(|_| v.to_string());
+            let mut done = CallToolResult::success(vec![ContentBlock::text(text)]);
+            done.structured_content = Some(v);
+            done
+        }
         Err(e) => CallToolResult::error(vec![ContentBlock::text(format!("tinybox: {e}"))]),
     }
 }
@@ -209,6 +215,7 @@ impl Server {
     }
 
     #[tool(
+        output_schema = schemas::created(),
         description = "Create an isolated box to run untrusted code in. Returns its id and what confines it: isolation level, network, limits in force, when it expires.",
         annotations(
             title = "Create a box",
@@ -243,6 +250,7 @@ impl Server {
     }
 
     #[tool(
+        output_schema = schemas::ran(),
         description = "Run a command in a box: argv as given (no shell), optional stdin (text, or stdin_base64 for bytes) and timeout. Returns the exit code and stdout/stderr (with stdout_base64/stderr_base64 beside them when the bytes are not UTF-8), each cut at a bound and marked truncated when cut, with how many bytes were dropped.",
         annotations(
             title = "Run a command in a box",
@@ -319,6 +327,7 @@ impl Server {
     }
 
     #[tool(
+        output_schema = schemas::ran(),
         description = "Run a piece of code in a box: language \"python\" (python3), \"sh\", \"bash\" or \"node\", the code given to the interpreter on its stdin (no file, no quoting). Returns what run returns.",
         annotations(
             title = "Run code in a box",
@@ -349,8 +358,9 @@ impl Server {
     }
 
     #[tool(
+        output_schema = schemas::listed_boxes(),
         description = "List the boxes this server made, with what confines each.",
-        annotations(title = "List boxes", read_only_hint = true, open_world_hint = false)
+        annotations(title = "List boxes", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_boxes(&self) -> CallToolResult {
         let ids: Vec<BoxId> = self.boxes.lock().expect("boxes").iter().cloned().collect();
@@ -360,10 +370,11 @@ impl Server {
                 out.push(summary(&info));
             }
         }
-        answer(Ok(serde_json::Value::Array(out)))
+        answer(Ok(serde_json::json!({ "boxes": out })))
     }
 
     #[tool(
+        output_schema = schemas::removed(),
         description = "Remove a box and everything in it.",
         annotations(
             title = "Remove a box",
@@ -385,8 +396,9 @@ impl Server {
     }
 
     #[tool(
+        output_schema = schemas::inspected(),
         description = "Inspect what confines a box: sandbox, isolation level (and whether it is suitable for untrusted code), network and limits in force, state, expiry.",
-        annotations(title = "Inspect a box", read_only_hint = true, open_world_hint = false)
+        annotations(title = "Inspect a box", read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn inspect_box(&self, Parameters(args): Parameters<BoxArg>) -> CallToolResult {
         answer(self.inspect(args).await)
