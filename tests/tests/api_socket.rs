@@ -8,31 +8,14 @@
 //! them. A socket in a directory others can write is refused at start,
 //! with nothing made in the store. `serve env` names the socket.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
-use tinybox_tests::{Cli, KillOnDrop, have, skip};
-
-/// `tinybox serve --listen 127.0.0.1:0 --socket SOCKET`, once it listens.
-fn serve_on_socket(cli: &Cli, socket: &Path) -> KillOnDrop {
-    let mut child = cli
-        .cmd(&["serve", "--listen", "127.0.0.1:0", "--socket"])
-        .arg(socket)
-        .env("TINYBOX_DRIVER_PATH", tinybox_tests::bin_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start tinybox serve");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    assert!(first.starts_with("http://127.0.0.1:"), "tinybox serve printed no address: {first:?}");
-    KillOnDrop(child)
-}
+use tinybox_tests::api::Server;
+use tinybox_tests::{Cli, have, skip};
 
 /// One HTTP/1.1 request over the socket: (status, body as JSON).
 fn over_socket(socket: &Path, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {
@@ -91,14 +74,12 @@ fn on_the_socket_only_the_servers_uid_gets_in_and_needs_no_token() {
     if tinybox_tests::sshd::ensure_user("tinybox-test", "/bin/sh").is_none() {
         return skip(test, "no /bin/sh for the test user");
     }
-    let cli = Cli::new();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("api.sock");
-    let _server = serve_on_socket(&cli, &socket);
+    let server = Server::start(&["--socket", socket.to_str().expect("utf-8")]);
+    let (cli, token) = (&server.cli, server.token.as_str());
     let meta = std::fs::symlink_metadata(&socket).unwrap();
     assert_eq!((meta.permissions().mode() & 0o777, meta.uid()), (0o600, 0), "the socket is 0600 and ours");
-    let token = std::fs::read_to_string(cli.home.path().join("api-token")).unwrap();
-    let token = token.trim();
 
     // The server's own uid: in with no token, with the right one, not with a wrong one.
     assert_eq!(over_socket(&socket, "GET", "/v1/boxes", None), (200, json!([])));
